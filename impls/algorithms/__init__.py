@@ -1,0 +1,47 @@
+"""Algorithm registry: one module per method, registered under its file name.
+
+``ALGORITHMS.get(name)`` returns the class (with its ``Config`` dataclass);
+an unknown name raises :class:`~impls.errors.ConfigError` listing the known ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any, Mapping
+
+from ..dataclass_config import from_dict
+from ..registry import Registry
+
+ALGORITHMS: Registry = Registry("algorithm", "algorithm.name")
+register = ALGORITHMS.register
+_loaded = False
+
+
+def load_all() -> Registry:
+    """Import every algorithm module once; check that each registers under its file name."""
+    global _loaded
+    if not _loaded:
+        for info in pkgutil.iter_modules(__path__):
+            if info.name.startswith("_"):
+                continue
+            importlib.import_module(f"{__name__}.{info.name}")
+            if info.name not in ALGORITHMS:
+                raise RuntimeError(f"impls/algorithms/{info.name}.py registers no algorithm named {info.name!r}")
+        _loaded = True
+    return ALGORITHMS
+
+
+def get_algorithm(name: str):
+    return load_all().get(name)
+
+
+def algorithm_config(spec: Mapping[str, Any], key: str = "algorithm"):
+    """(class, config) from ``{"name": ..., <hyperparameters>}``."""
+    spec = dict(spec)
+    from ..errors import ConfigError
+
+    if "name" not in spec:
+        raise ConfigError(f"{key}.name", f"missing; known: {', '.join(load_all().names())}")
+    cls = get_algorithm(spec.pop("name"))
+    return cls, from_dict(cls.Config, spec, key)

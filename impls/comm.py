@@ -1,0 +1,155 @@
+"""Instrumented communication: every byte an algorithm moves goes through here.
+
+:class:`Communicator` wraps ``torch.distributed`` so that
+
+* ``comm/bytes_sent`` / ``comm/bytes_recv`` are counted from the tensors actually
+  passed (point-to-point: their exact size; collectives: the payload times the
+  cost model of :mod:`impls.costmodel`, because the wire traffic happens inside the
+  backend);
+* ``time/comm_s`` is the wall time spent waiting for communication;
+* ``time/net_delay_s`` is the extra time slept for the emulated network
+  (:mod:`impls.netmodel`), on top of the real transfer.
+
+Algorithms call these methods instead of ``torch.distributed`` directly.  Calls
+made with ``async_op=True`` return a :class:`Handle` whose ``wait()`` applies the
+emulated delay, so overlap of communication with computation is preserved.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.distributed as dist
+
+from .costmodel import Cost, collective_cost
+from .netmodel import NetworkConfig, NetworkModel
+
+
+@dataclass
+class Counters:
+    bytes_sent: float = 0.0
+    bytes_recv: float = 0.0
+    comm_s: float = 0.0
+    net_delay_s: float = 0.0
+    messages: int = 0
+
+    def as_metrics(self) -> dict[str, float]:
+        return {
+            "comm/bytes_sent": self.bytes_sent,
+            "comm/bytes_recv": self.bytes_recv,
+            "comm/messages": self.messages,
+            "time/comm_s": self.comm_s,
+            "time/net_delay_s": self.net_delay_s,
+        }
+
+
+class Handle:
+    """An in-flight operation; ``wait()`` blocks, then sleeps the emulated delay."""
+
+    def __init__(self, comm: "Communicator", work, delay_s: float, on_done=None):
+        self._comm, self._work, self._delay, self._on_done = comm, work, delay_s, on_done
+        self._done = False
+
+    def wait(self):
+        if self._done:
+            return
+        t0 = time.perf_counter()
+        if self._work is not None:
+            self._work.wait()
+        if self._delay > 0:
+            time.sleep(self._delay)
+        self._done = True
+        self._comm._add(comm_s=time.perf_counter() - t0, net_delay_s=self._delay)
+        if self._on_done is not None:
+            self._on_done()
+
+    def is_completed(self) -> bool:
+        return self._done or (self._work is not None and self._work.is_completed())
+
+
+def nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+class Communicator:
+    def __init__(self, network: NetworkModel | None = None, group=None):
+        self.group = group
+        self.rank = dist.get_rank() if dist.is_initialized() else 0
+        self.world = dist.get_world_size() if dist.is_initialized() else 1
+        self.net = network if network is not None else NetworkModel(NetworkConfig())
+        self._c = Counters()
+        self._lock = threading.Lock()  # async algorithms count from a gossip thread
+
+    # -- accounting -------------------------------------------------------------
+    def _add(self, bytes_sent=0.0, bytes_recv=0.0, comm_s=0.0, net_delay_s=0.0, messages=0):
+        with self._lock:
+            c = self._c
+            c.bytes_sent += bytes_sent
+            c.bytes_recv += bytes_recv
+            c.comm_s += comm_s
+            c.net_delay_s += net_delay_s
+            c.messages += messages
+
+    def pop_counters(self) -> Counters:
+        """Counters since the last call (the runtime calls this once per step)."""
+        with self._lock:
+            c, self._c = self._c, Counters()
+        return c
+
+    def _finish(self, work, cost: Cost, concurrent: int, async_op: bool) -> Handle | None:
+        self._add(bytes_sent=cost.bytes_sent, bytes_recv=cost.bytes_recv, messages=1)
+        h = Handle(self, work, self.net.delay(cost, concurrent))
+        if async_op:
+            return h
+        h.wait()
+        return None
+
+    # -- collectives ------------------------------------------------------------
+    def all_reduce(self, t: torch.Tensor, op=dist.ReduceOp.SUM, async_op: bool = False):
+        if self.world == 1:
+            return Handle(self, None, 0.0) if async_op else None
+        work = dist.all_reduce(t, op=op, group=self.group, async_op=True)
+        cost = collective_cost("all_reduce", nbytes(t), self.world, self.net.cfg.allreduce_algorithm)
+        return self._finish(work, cost, self.world, async_op)
+
+    def all_gather(self, out: Sequence[torch.Tensor], t: torch.Tensor, async_op: bool = False):
+        if self.world == 1:
+            out[0].copy_(t)
+            return Handle(self, None, 0.0) if async_op else None
+        work = dist.all_gather(list(out), t, group=self.group, async_op=True)
+        return self._finish(work, collective_cost("all_gather", nbytes(t), self.world), self.world, async_op)
+
+    def broadcast(self, t: torch.Tensor, src: int, async_op: bool = False):
+        if self.world == 1:
+            return Handle(self, None, 0.0) if async_op else None
+        work = dist.broadcast(t, src=src, group=self.group, async_op=True)
+        return self._finish(work, collective_cost("broadcast", nbytes(t), self.world), self.world, async_op)
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            t0 = time.perf_counter()
+            dist.barrier(group=self.group)
+            self._add(comm_s=time.perf_counter() - t0)
+
+    # -- point to point -----------------------------------------------------------
+    def isend(self, t: torch.Tensor, dst: int, concurrent: int = 1) -> Handle:
+        """Non-blocking send; the sender pays no emulated delay (the receiver does)."""
+        work = dist.isend(t, dst=dst, group=self.group)
+        self._add(bytes_sent=nbytes(t), messages=1)
+        return Handle(self, work, 0.0)
+
+    def irecv(self, t: torch.Tensor, src: int, concurrent: int = 1) -> Handle:
+        """Non-blocking receive; ``wait()`` adds the emulated transfer time of ``t``."""
+        work = dist.irecv(t, src=src, group=self.group)
+        self._add(bytes_recv=nbytes(t))
+        return Handle(self, work, self.net.delay(collective_cost("p2p", nbytes(t), 2), concurrent))
+
+    def send(self, t: torch.Tensor, dst: int) -> None:
+        self.isend(t, dst).wait()
+
+    def recv(self, t: torch.Tensor, src: int) -> None:
+        self.irecv(t, src).wait()

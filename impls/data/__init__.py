@@ -1,0 +1,42 @@
+"""Datasets and rank-sharded loading.
+
+``build_dataset(cfg)`` returns a :class:`DataBundle` (train and validation sets,
+number of classes, input shape).  Datasets are registered by name:
+
+* ``digits`` - scikit-learn's ``load_digits`` (1,797 8x8 images, 10 classes; ships
+  inside scikit-learn, nothing is downloaded): the embedded tiny stand-in.
+* ``cifar10`` / ``cifar100`` - torchvision's CIFAR loaders on a local ``root`` that
+  holds the standard python-pickle batches (``download`` is never used).
+* ``imagefolder`` - ImageNet layout: ``root/train/<wnid>/*.JPEG`` and
+  ``root/val/<wnid>/*.JPEG`` through torchvision's ``ImageFolder``.
+
+``GlobalBatchSampler`` (in :mod:`impls.data.sampler`) shards every step's global
+batch across ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torch.utils.data import Dataset
+
+from ..registry import Registry
+
+DATASETS: Registry = Registry("dataset", "workload.dataset.name")
+
+
+@dataclass
+class DataBundle:
+    train: Dataset
+    val: Dataset
+    num_classes: int
+    input_shape: tuple[int, ...]
+
+
+def build_dataset(spec: dict[str, Any]) -> DataBundle:
+    from . import digits, vision  # noqa: F401  (register)
+
+    spec = dict(spec)
+    name = spec.pop("name", None)
+    return DATASETS.get(name)(**spec)

@@ -1,0 +1,80 @@
+"""Metrics as JSONL with namespaced keys.
+
+One file per rank, one JSON object per line.  Every record has ``kind`` (``step``
+or ``epoch``), ``rank``, ``epoch`` and ``step``; the measured values use namespaced
+keys ``<namespace>/<name>``:
+
+=========================  ===========================================================
+``loss/train``             training loss (step: this batch; epoch: mean over steps)
+``loss/val``, ``acc/val``  validation loss and top-1 accuracy (epoch records)
+``time/compute_s``         forward + backward wall time
+``time/straggler_delay_s`` emulated straggler sleep (:mod:`impls.straggler`)
+``time/comm_s``            time spent waiting on communication (incl. net delay)
+``time/net_delay_s``       emulated network sleep (:mod:`impls.netmodel`)
+``time/step_s``            the whole step; ``time/epoch_s`` the whole epoch
+``time/wall_s``            seconds since training started on this rank
+``comm/bytes_sent|recv``   bytes this rank sent / received (counted, see impls.comm)
+``consensus/distance``     RMS distance of the local models to their average (epoch)
+=========================  ===========================================================
+
+Algorithms may add keys in their own namespace (``gossip/...``, ``ps/...``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+KEY = re.compile(r"^[a-z][a-z0-9_]*/[a-z0-9_]+$")
+META = ("kind", "rank", "epoch", "step")
+REQUIRED_STEP = ("loss/train", "time/compute_s", "time/comm_s", "time/straggler_delay_s",
+                 "time/net_delay_s", "time/wall_s", "comm/bytes_sent", "comm/bytes_recv")
+
+
+def check_keys(record: dict[str, Any]) -> None:
+    for k in record:
+        if k not in META and not KEY.match(k):
+            raise ValueError(f"metric key {k!r} is not namespaced as '<namespace>/<name>'")
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+class MetricsWriter:
+    def __init__(self, path: Path, rank: int, initial: str = ""):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.rank = rank
+        self._f = open(self.path, "w")
+        if initial:
+            self._f.write(initial)
+
+    def write(self, kind: str, epoch: int, step: int, values: dict[str, Any]) -> None:
+        rec = {"kind": kind, "rank": self.rank, "epoch": epoch, "step": step}
+        rec.update({k: _clean(v) for k, v in values.items()})
+        check_keys(rec)
+        self._f.write(json.dumps(rec) + "\n")
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def text(self) -> str:
+        self._f.flush()
+        return self.path.read_text()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def read_jsonl(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for p in paths:
+        with open(p) as f:
+            out.extend(json.loads(line) for line in f if line.strip())
+    return out

@@ -1,0 +1,139 @@
+"""The algorithm protocol every distributed training method implements.
+
+One method = one file ``impls/algorithms/<name>.py`` holding a config dataclass and
+one :class:`Algorithm` subclass registered as ``@ALGORITHMS.register("<name>")``; the
+config value ``algorithm.name`` selects it, and variants (1-peer vs 2-peer SGP, the
+parameter-server update rules, ...) are config values, never subclasses.
+
+How the runtime drives an algorithm (``impls.runtime.trainer``), per rank::
+
+    algo = Algorithm(cfg, ctx)           # ctx: rank, world, communicator, optim hparams
+    algo.setup(model)                    # 1. make replicas consistent, allocate buffers
+    if not algo.is_worker():             # 2. e.g. a parameter-server rank:
+        algo.serve(); return             #    serves until the workers are done
+    for each step:
+        with algo.computing():           # 3. forward + backward on this rank's batch
+            loss = loss_fn(model(x), y); loss.backward()
+        sleep(straggler delay)           # 4. runtime: emulated slow worker
+        extra = algo.step(lr)            # 5. communicate + update the parameters
+    each epoch: with algo.eval_params(): evaluate      # 6. the model to evaluate
+                algo.epoch_end(epoch)                  #    extra metrics
+    algo.close()                         # 7. flush async traffic, join threads
+
+Which step each family overrides:
+
+* **All-reduce SGD** (``allreduce_sgd``): ``step`` averages gradients with one
+  all-reduce per bucket, then runs the local optimizer.  Compressed methods
+  (signSGD majority vote, blockwise sign with error feedback) have the same shape:
+  ``step`` compresses ``grad + error``, exchanges with ``all_gather`` or a server,
+  decompresses and keeps the residual as algorithm state (``state_dict``).
+* **Gossip** (SGP, D-PSGD, D^2): ``step`` first takes the local optimizer step, then
+  mixes parameters with this iteration's peers (``comm.isend/irecv``).  Methods whose
+  evaluated model differs from the raw parameters (SGP's de-biased ``x / w``) return
+  it from ``eval_params``; ``computing`` guarantees the forward pass sees it.
+* **Asynchronous** (AD-PSGD, async parameter server): a background thread owned by
+  the algorithm talks to peers; ``computing`` holds the lock that makes the pairwise
+  average atomic, and ``close`` drains the thread.  No method may add a global
+  barrier inside ``step``.
+* **Parameter server** (sync, async, stale-synchronous, cyclic): the server rank
+  returns ``False`` from ``is_worker`` and runs ``serve``; workers' ``step`` pushes
+  gradients and pulls parameters.
+
+Communication goes through ``ctx.comm`` (:class:`impls.comm.Communicator`) so bytes,
+waiting time and the emulated network are accounted the same way for every method.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterator
+
+import torch
+from torch import nn
+
+from .comm import Communicator
+from .optim import SGD
+
+
+@dataclass
+class OptimConfig:
+    """Local optimizer hyperparameters shared by all SGD-family methods."""
+
+    lr: float = 0.1
+    momentum: float = 0.9
+    nesterov: bool = True
+    weight_decay: float = 1e-4
+
+
+@dataclass
+class Context:
+    rank: int
+    world: int
+    comm: Communicator
+    optim: OptimConfig
+    seed: int
+    device: torch.device = torch.device("cpu")
+
+
+class Algorithm:
+    """Base class; see the module docstring for the protocol."""
+
+    Config: ClassVar[type]
+    name: ClassVar[str] = ""
+
+    def __init__(self, cfg: Any, ctx: Context):
+        self.cfg = cfg
+        self.ctx = ctx
+        self.comm = ctx.comm
+        self.model: nn.Module | None = None
+        self.optimizer: SGD | None = None
+
+    # 1
+    def setup(self, model: nn.Module) -> None:
+        self.model = model
+        self.optimizer = self.make_optimizer(model.parameters())
+
+    # 2
+    def is_worker(self) -> bool:
+        return True
+
+    def serve(self) -> None:  # pragma: no cover - only non-worker ranks
+        raise NotImplementedError
+
+    # 3
+    def computing(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    # 5
+    def step(self, lr: float) -> dict[str, float]:
+        raise NotImplementedError
+
+    # 6
+    @contextlib.contextmanager
+    def eval_params(self) -> Iterator[nn.Module]:
+        yield self.model
+
+    def epoch_end(self, epoch: int) -> dict[str, float]:
+        return {}
+
+    # 7
+    def close(self) -> None:
+        pass
+
+    # checkpointing: optimizer state plus whatever the subclass adds
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict() if self.optimizer else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.optimizer is not None and state.get("optimizer") is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+
+    # helpers
+    def make_optimizer(self, params) -> SGD:
+        o = self.ctx.optim
+        return SGD(params, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
+                   weight_decay=o.weight_decay)
+
+    def set_lr(self, lr: float) -> None:
+        self.optimizer.lr = lr

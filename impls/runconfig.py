@@ -1,0 +1,125 @@
+"""The resolved configuration of one run, as the runtime receives it.
+
+The workflow expands the experiment grid and writes one JSON document per run::
+
+    {"experiment": "baseline", "method": "allreduce_sgd", "nodes": 4, "seed": 1,
+     "straggler_name": "slow1x4",
+     "algorithm": {"name": "allreduce_sgd", "bucket_mb": 25},
+     "workload": {"dataset": {"name": "digits"}, "model": {"name": "mlp"},
+                  "batch_size": 32, "epochs": 5, "optimizer": {...}},
+     "straggler": {"kind": "fixed", "ranks": [-1], "factor": 4},
+     "network": "none"}
+
+:func:`resolve` validates every part (raising :class:`~impls.errors.ConfigError`
+naming the key) and returns typed objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .algorithms import algorithm_config
+from .dataclass_config import from_dict
+from .errors import ConfigError
+from .netmodel import NetworkConfig, network_config
+from .protocol import OptimConfig
+from .straggler import StragglerConfig, straggler_config
+
+
+@dataclass
+class ScheduleConfig:
+    """Learning-rate schedule (Goyal et al. 2017's large-batch recipe).
+
+    ``lr_scaling: linear`` multiplies the base lr by the number of workers (the
+    linear scaling rule at fixed per-worker batch); ``warmup_epochs`` ramps linearly
+    from the base lr to the scaled lr, per step; ``milestones`` multiply by ``gamma``.
+    """
+
+    lr_scaling: str = field(default="none", metadata={"choices": ("none", "linear")})
+    warmup_epochs: float = 0.0
+    milestones: list[int] = field(default_factory=list)
+    gamma: float = 0.1
+
+
+@dataclass
+class WorkloadConfig:
+    dataset: dict[str, Any]
+    model: dict[str, Any]
+    batch_size: int = 32  # per worker
+    epochs: int = 5
+    optimizer: dict[str, Any] = field(default_factory=dict)
+    schedule: dict[str, Any] = field(default_factory=dict)
+    target_acc: float | None = None  # for time-to-accuracy
+    eval_ranks: str = field(default="all", metadata={"choices": ("all", "zero")})
+    max_steps_per_epoch: int | None = None
+    loader_workers: int = 0
+
+    def validate(self, key: str) -> None:
+        if self.batch_size < 1:
+            raise ConfigError(f"{key}.batch_size", f"must be >= 1, got {self.batch_size}")
+        if self.epochs < 1:
+            raise ConfigError(f"{key}.epochs", f"must be >= 1, got {self.epochs}")
+        for k in ("dataset", "model"):
+            if "name" not in getattr(self, k):
+                raise ConfigError(f"{key}.{k}.name", "missing")
+
+
+@dataclass
+class RunConfig:
+    experiment: str
+    method: str
+    nodes: int
+    seed: int
+    algorithm: dict[str, Any]
+    workload: dict[str, Any]
+    straggler_name: str = "none"
+    straggler: dict[str, Any] = field(default_factory=dict)
+    network: Any = "none"
+    backend: str = field(default="auto", metadata={"choices": ("auto", "gloo", "nccl")})
+    threads_per_rank: int = 1
+    checkpoint: bool = True
+
+    def validate(self, key: str) -> None:
+        if self.nodes < 1:
+            raise ConfigError("nodes", f"must be >= 1, got {self.nodes}")
+
+
+@dataclass
+class Resolved:
+    run: RunConfig
+    algorithm_cls: type
+    algorithm: Any
+    workload: WorkloadConfig
+    optim: OptimConfig
+    schedule: ScheduleConfig
+    straggler: StragglerConfig
+    network: NetworkConfig
+    raw: dict[str, Any]
+
+
+def resolve(raw: Mapping[str, Any]) -> Resolved:
+    run = from_dict(RunConfig, raw, "run")
+    cls, acfg = algorithm_config(run.algorithm, "algorithm")
+    wl = from_dict(WorkloadConfig, run.workload, "workload")
+    return Resolved(
+        run=run,
+        algorithm_cls=cls,
+        algorithm=acfg,
+        workload=wl,
+        optim=from_dict(OptimConfig, wl.optimizer, "workload.optimizer"),
+        schedule=from_dict(ScheduleConfig, wl.schedule, "workload.schedule"),
+        straggler=straggler_config(run.straggler, "straggler"),
+        network=network_config(run.network, "network"),
+        raw=dict(raw),
+    )
+
+
+def lr_at(base: float, sched: ScheduleConfig, world: int, epoch_f: float) -> float:
+    """Learning rate at fractional epoch ``epoch_f``."""
+    target = base * (world if sched.lr_scaling == "linear" else 1)
+    if sched.warmup_epochs > 0 and epoch_f < sched.warmup_epochs:
+        lr = base + (target - base) * epoch_f / sched.warmup_epochs
+    else:
+        lr = target
+    return lr * sched.gamma ** sum(1 for m in sched.milestones if epoch_f >= m)

@@ -1,0 +1,222 @@
+"""One rank's training run: the loop every algorithm plugs into.
+
+Started once per rank by ``torchrun`` (``python -m impls.run``); without torchrun's
+environment it runs as a single process.  It owns everything that must be the same
+for every method: seeding, data sharding, the straggler and network models, timing,
+metrics, evaluation, checkpoints and resume.  The algorithm (``impls/algorithms``)
+owns only communication and the parameter update (protocol: :mod:`impls.protocol`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from ..comm import Communicator
+from ..data import build_dataset
+from ..data.sampler import GlobalBatchSampler
+from ..errors import ConfigError
+from ..metrics import MetricsWriter
+from ..models import build_model
+from ..netmodel import NetworkModel
+from ..protocol import Context
+from ..provenance import config_hash, provenance
+from ..runconfig import lr_at, resolve
+from ..straggler import StragglerModel
+from .loop import batches, consensus_distance, evaluate, measure_compute
+
+FAULT_ENV = "DISTREPRO_FAULT"  # "rank:step": that rank dies with exit code 17 at that step (tests)
+
+
+def _use_cuda(backend: str) -> bool:
+    return backend == "nccl" or (backend == "auto" and torch.cuda.is_available())
+
+
+def _device(backend: str) -> torch.device:
+    if _use_cuda(backend):
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device("cpu")
+
+
+def _init_distributed(backend: str) -> None:
+    """Join torchrun's process group (gloo on CPU, NCCL with CUDA); no-op without torchrun."""
+    if "RANK" not in os.environ or dist.is_initialized():
+        return
+    if _use_cuda(backend):
+        torch.cuda.set_device(_device(backend))
+    dist.init_process_group("nccl" if _use_cuda(backend) else "gloo", timeout=timedelta(minutes=10))
+
+
+def _seed_all(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _agree(value: int, world: int) -> int | None:
+    """The common value if every rank holds the same one, else None."""
+    if world == 1:
+        return value
+    t = torch.tensor([value, -value], dtype=torch.int64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return value if int(t[0]) == -int(t[1]) else None
+
+
+def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.PathLike | None = None) -> None:
+    """Run one configuration on this rank (inside an initialised process group, if any)."""
+    res = resolve(raw)
+    run, wl = res.run, res.workload
+    out_dir = Path(out_dir)
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    device = _device(run.backend)
+    if world != run.nodes:
+        raise ConfigError("nodes", f"config says {run.nodes} workers but {world} processes were started")
+    torch.set_num_threads(run.threads_per_rank)
+    _seed_all(run.seed)
+    data = build_dataset(wl.dataset)
+    _seed_all(run.seed)  # identical model init on every rank
+    model = build_model(wl.model, data.input_shape, data.num_classes).to(device)
+    net = NetworkModel(res.network)
+    comm = Communicator(net)
+    straggler = StragglerModel(res.straggler, rank, world, run.seed)
+    algo = res.algorithm_cls(res.algorithm, Context(rank, world, comm, res.optim, run.seed, device))
+    algo.setup(model)
+    h = config_hash(raw)
+    if rank == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "config.json").write_text(json.dumps(raw, indent=2, sort_keys=True))
+        (out_dir / "provenance.json").write_text(json.dumps(provenance(raw, {
+            "world": world, "backend": dist.get_backend() if dist.is_initialized() else "none",
+            "device": str(device)}), indent=2))
+    _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device, out_dir,
+              Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h)
+
+
+def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
+    """Run several configurations of one world size in one launch, in order.
+
+    ``entries``: ``[{"config": path, "out": dir, "checkpoint_dir": dir}, ...]``.  One
+    process group serves them all, which saves every run the process start, the
+    ``import torch`` and the rendezvous.  Each entry reseeds everything, so its numbers
+    do not depend on what ran before it.
+    """
+    _init_distributed(backend)
+    try:
+        for e in entries:
+            with open(e["config"]) as f:
+                raw = json.load(f)
+            train(raw, e["out"], e.get("checkpoint_dir"))
+            if dist.is_initialized():
+                dist.barrier()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device, out_dir, ckpt_dir, h):
+    run, wl, o = res.run, res.workload, res.optim
+    sampler = GlobalBatchSampler(len(data.train), wl.batch_size, rank, world, run.seed)
+    steps_per_epoch = len(sampler) if wl.max_steps_per_epoch is None else min(len(sampler), wl.max_steps_per_epoch)
+    fault = os.environ.get(FAULT_ENV, "")
+    fault_rank, fault_step = (int(v) for v in fault.split(":")) if fault else (-1, -1)
+
+    start_epoch, wall_offset, initial = 0, 0.0, ""
+    ckpt_path = ckpt_dir / f"rank{rank}.pt" if ckpt_dir else None
+    found = -1
+    if ckpt_path is not None and ckpt_path.exists():
+        state = torch.load(ckpt_path, map_location=device, weights_only=False)
+        found = state["epoch"] if state.get("config_hash") == h else -1
+    if _agree(found, world) not in (None, -1):
+        model.load_state_dict(state["model"])
+        algo.load_state_dict(state["algo"])
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate(state["rng"]["python"])
+        start_epoch, wall_offset, initial = found + 1, state["wall_s"], state["metrics"]
+    writer = MetricsWriter(out_dir / "metrics" / f"rank{rank}.jsonl", rank, initial)
+
+    if not algo.is_worker():
+        algo.serve()
+        algo.close()
+        writer.close()
+        return
+
+    sampler.set_epoch(0)
+    x0, y0 = next(batches(data.train, sampler, 0, device))
+    compute_ref = measure_compute(model, x0, y0)
+    if net.cfg.kind == "relative":
+        t = torch.tensor([compute_ref], dtype=torch.float64)
+        if world > 1:
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        net.calibrate(sum(p.numel() * p.element_size() for p in model.parameters()), float(t))
+    if rank == 0:
+        (out_dir / "runinfo.json").write_text(json.dumps({
+            "world": world, "steps_per_epoch": steps_per_epoch, "compute_ref_s": compute_ref,
+            "params": sum(p.numel() for p in model.parameters()), "slow_ranks": straggler.slow_ranks,
+            "network": net.describe(), "resumed_from_epoch": start_epoch - 1 if start_epoch else None,
+        }, indent=2))
+
+    t_start = time.perf_counter() - wall_offset
+    comm.pop_counters()
+    for epoch in range(start_epoch, wl.epochs):
+        sampler.set_epoch(epoch)
+        model.train()
+        t_epoch = time.perf_counter()
+        sums: dict[str, float] = {}
+        losses = []
+        for i, (x, y) in enumerate(batches(data.train, sampler, wl.loader_workers, device)):
+            if i >= steps_per_epoch:
+                break
+            gstep = epoch * steps_per_epoch + i
+            if rank == fault_rank and gstep == fault_step:
+                os._exit(17)
+            t0 = time.perf_counter()
+            lr = lr_at(o.lr, res.schedule, world, epoch + i / steps_per_epoch)
+            for p in model.parameters():
+                p.grad = None
+            with algo.computing():
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+            compute_s = time.perf_counter() - t0
+            delay = straggler.delay(compute_s)
+            if delay > 0:
+                time.sleep(delay)
+            extra = algo.step(lr)
+            c = comm.pop_counters()
+            now = time.perf_counter()
+            rec = {"loss/train": loss.item(), "opt/lr": lr, "time/compute_s": compute_s,
+                   "time/straggler_delay_s": delay, "time/step_s": now - t0, "time/wall_s": now - t_start,
+                   **c.as_metrics(), **extra}
+            writer.write("step", epoch, gstep, rec)
+            losses.append(rec["loss/train"])
+            for k in ("time/compute_s", "time/straggler_delay_s", "time/comm_s", "time/net_delay_s",
+                      "comm/bytes_sent", "comm/bytes_recv", "comm/messages"):
+                sums[k] = sums.get(k, 0.0) + rec[k]
+        epoch_s = time.perf_counter() - t_epoch
+        ep = {"loss/train": float(np.mean(losses)), "time/epoch_s": epoch_s, **sums, **algo.epoch_end(epoch)}
+        with algo.eval_params() as m:
+            if wl.eval_ranks == "all" or rank == 0:
+                ep["loss/val"], ep["acc/val"] = evaluate(m, data.val, device, workers=wl.loader_workers)
+            if not getattr(algo, "barrier_free", False):
+                ep["consensus/distance"] = consensus_distance(m, world)
+        ep["time/wall_s"] = time.perf_counter() - t_start
+        writer.write("epoch", epoch, (epoch + 1) * steps_per_epoch, ep)
+        writer.flush()
+        if ckpt_path is not None:
+            ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = ckpt_path.with_suffix(".tmp")
+            torch.save({"epoch": epoch, "config_hash": h, "model": model.state_dict(), "algo": algo.state_dict(),
+                        "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
+                        "wall_s": ep["time/wall_s"], "metrics": writer.text()}, tmp)
+            os.replace(tmp, ckpt_path)
+    algo.close()
+    writer.close()

@@ -1,0 +1,172 @@
+"""Validate the pipeline config and expand it into runs.
+
+``validate(config)`` raises :class:`impls.errors.ConfigError` with the key and the
+allowed values for the first problem; it checks the JSON schema, then every name
+that the schema cannot know (workloads, straggler settings, registered algorithms,
+their hyperparameters, dataset directories), by resolving each run's config exactly
+as the runtime will.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Iterable, NamedTuple
+
+import yaml
+from jsonschema import Draft202012Validator
+
+from impls.errors import ConfigError
+
+WORKFLOW_DIR = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
+RUN_PATTERN = "{experiment}/{method}/n{nodes}/{straggler}/seed{seed}"
+
+
+class Run(NamedTuple):
+    experiment: str
+    method: str
+    nodes: int
+    straggler: str
+    seed: int
+
+    @property
+    def path(self) -> str:
+        return RUN_PATTERN.format(**self._asdict())
+
+
+def load_schema() -> dict[str, Any]:
+    with open(SCHEMA_PATH) as f:
+        return yaml.safe_load(f)
+
+
+def _schema_at(schema: dict[str, Any], path: Iterable[Any]) -> dict[str, Any]:
+    """Sub-schema describing the instance at ``path`` (enough for our schema's shapes)."""
+    node = schema
+    for p in path:
+        if "$ref" in node:
+            node = schema["$defs"][node["$ref"].split("/")[-1]]
+        props = node.get("properties", {})
+        if isinstance(p, str) and p in props:
+            node = props[p]
+        elif isinstance(p, int) and "items" in node:
+            node = node["items"]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return {}
+    if "$ref" in node:
+        node = schema["$defs"][node["$ref"].split("/")[-1]]
+    return node
+
+
+def _dotted(path: Iterable[Any]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "<config>"
+
+
+def check_schema(config: dict[str, Any]) -> None:
+    schema = load_schema()
+    errors = sorted(Draft202012Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    if not errors:
+        return
+    e = errors[0]
+    path = list(e.absolute_path)
+    if e.validator == "additionalProperties":
+        allowed = sorted(_schema_at(schema, path).get("properties", {}))
+        extra = sorted(set(e.instance) - set(allowed))
+        raise ConfigError(_dotted(path + extra[:1]), f"unknown key; allowed keys: {', '.join(allowed)}")
+    if e.validator == "enum":
+        raise ConfigError(_dotted(path), f"{e.instance!r} is not allowed; allowed values: "
+                                         f"{', '.join(map(str, e.validator_value))}")
+    if e.validator == "required":
+        raise ConfigError(_dotted(path), e.message)
+    raise ConfigError(_dotted(path), e.message)
+
+
+def method_algorithm(method: str, mspec: dict[str, Any]) -> dict[str, Any]:
+    algo = dict(mspec.get("algorithm") or {})
+    algo.setdefault("name", method)
+    return algo
+
+
+def expand(config: dict[str, Any], experiments: Iterable[str] | None = None) -> list[Run]:
+    runs = []
+    for ename, exp in config["experiments"].items():
+        if experiments is not None and ename not in experiments:
+            continue
+        for mname, m in exp["methods"].items():
+            m = m or {}
+            for n in m.get("nodes", exp["nodes"]):
+                for s in m.get("stragglers", exp["stragglers"]):
+                    for seed in m.get("seeds", exp["seeds"]):
+                        runs.append(Run(ename, mname, int(n), s, int(seed)))
+    return runs
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def run_config(config: dict[str, Any], run: Run) -> dict[str, Any]:
+    """The resolved JSON document the runtime receives for ``run``."""
+    exp = config["experiments"][run.experiment]
+    m = exp["methods"][run.method] or {}
+    launcher = config.get("launcher", {})
+    wname = exp["workload"]
+    if wname not in config["workloads"]:
+        raise ConfigError(f"experiments.{run.experiment}.workload",
+                          f"unknown workload {wname!r}; known: {', '.join(sorted(config['workloads']))}")
+    if run.straggler not in config["stragglers"]:
+        raise ConfigError(f"experiments.{run.experiment}.stragglers",
+                          f"unknown straggler setting {run.straggler!r}; known: {', '.join(sorted(config['stragglers']))}")
+    return {
+        "experiment": run.experiment,
+        "method": run.method,
+        "nodes": run.nodes,
+        "seed": run.seed,
+        "algorithm": method_algorithm(run.method, m),
+        "workload": _merge(config["workloads"][wname], m.get("workload_overrides", {})),
+        "straggler_name": run.straggler,
+        "straggler": config["stragglers"][run.straggler],
+        "network": exp.get("network", "none"),
+        "backend": launcher.get("backend", "auto"),
+        "threads_per_rank": launcher.get("threads_per_rank", 1),
+    }
+
+
+def validate(config: dict[str, Any]) -> list[Run]:
+    """Check everything before any job runs; return the expanded runs."""
+    check_schema(config)
+    from impls.runconfig import resolve
+    from impls.straggler import StragglerModel
+
+    runs = expand(config)
+    checked_dirs: set[str] = set()
+    for run in runs:
+        raw = run_config(config, run)
+        prefix = f"experiments.{run.experiment}.methods.{run.method}"
+        try:
+            res = resolve(raw)
+            StragglerModel(res.straggler, 0, run.nodes, run.seed)
+        except ConfigError as e:
+            wl = config["experiments"][run.experiment]["workload"]
+            where = {"algorithm": f"{prefix}.algorithm", "workload": f"workloads.{wl}",
+                     "straggler": f"stragglers.{run.straggler}", "network": f"experiments.{run.experiment}.network",
+                     "nodes": f"experiments.{run.experiment}.nodes"}
+            head = e.key.split(".")[0].split("[")[0]
+            key = where[head] + e.key[len(head):] if head in where else f"{prefix}: {e.key}"
+            raise ConfigError(key, str(e)[len(e.key) + 2:]) from None
+        root = raw["workload"]["dataset"].get("root")
+        if root is not None and root not in checked_dirs:
+            if not os.path.isdir(root):
+                raise ConfigError(f"workloads.{config['experiments'][run.experiment]['workload']}.dataset.root",
+                                  f"directory {root!r} does not exist (nothing is downloaded)")
+            checked_dirs.add(root)
+    return runs

@@ -1,0 +1,24 @@
+# Metrics of every run of an experiment -> tidy CSV tables (ok runs only; failures listed).
+
+
+rule collect:
+    input:
+        lambda wc: launches(wc.experiment),
+    output:
+        epochs=report(
+            "results/tables/{experiment}/epochs.csv",
+            category="{experiment}",
+            subcategory="Tables",
+            labels={"table": "per-epoch metrics"},
+        ),
+        runs=report(
+            "results/tables/{experiment}/runs.csv",
+            category="{experiment}",
+            subcategory="Tables",
+            labels={"table": "per-run summary"},
+        ),
+        failed="results/tables/{experiment}/failed.csv",
+    log:
+        "results/logs/collect/{experiment}.log",
+    script:
+        "../scripts/collect.py"

@@ -1,0 +1,51 @@
+# Config validation, the expanded run grid and small shared helpers.
+import time
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from distrepro_wf import config as wfconfig
+from distrepro_wf.timing import append_pipeline_row
+from impls.errors import ConfigError
+
+try:
+    RUNS = wfconfig.validate(config)  # clear message: the key and the allowed values
+except ConfigError as e:
+    raise WorkflowError(f"invalid configuration: {e}") from None
+validate(config, "../schemas/config.schema.yaml")
+
+EXPERIMENTS = sorted({r.experiment for r in RUNS})
+RUN_DIR = "results/runs/" + wfconfig.RUN_PATTERN
+_T0 = {}
+
+
+wildcard_constraints:
+    experiment="[a-z][a-z0-9_]*",
+    method="[a-z][a-z0-9_]*",
+    nodes=r"\d+",
+    straggler="[A-Za-z0-9_]+",
+    seed=r"\d+",
+
+
+GROUP_DIR = "results/runs/{experiment}/{method}/n{nodes}"
+
+
+def group_members(wc):
+    """{run directory: resolved config} of launch group (experiment, method, nodes)."""
+    return {f"results/runs/{r.path}": wfconfig.run_config(config, r) for r in RUNS
+            if (r.experiment, r.method, r.nodes) == (wc.experiment, wc.method, int(wc.nodes))}
+
+
+def launches(experiment):
+    groups = sorted({(r.method, r.nodes) for r in RUNS if r.experiment == experiment})
+    return [f"results/runs/{experiment}/{m}/n{n}/launch.json" for m, n in groups]
+
+
+def record_pipeline_start():
+    _T0["t"] = time.time()
+
+
+def record_pipeline_end(status):
+    if "t" in _T0:
+        append_pipeline_row("results/bench/pipeline_wall.csv", _T0["t"], time.time(), status,
+                            workflow.cores, len(RUNS))

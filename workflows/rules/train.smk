@@ -1,0 +1,25 @@
+# One torchrun launch per group (experiment, method, nodes) runs its stragglers x seeds
+# one after another.  A changed run config reruns the group (params trigger), where
+# only runs without a complete result for that exact config are executed.  A failed
+# run still gets outcome.json (status failed) so tables and report list it; it never
+# enters a table, and launch.json is dated 1970 (older than the config file, the
+# rule's input) so the next invocation retries it.
+
+
+rule train:
+    input:
+        workflow.configfiles,
+    output:
+        GROUP_DIR + "/launch.json",
+    log:
+        "results/logs/train/{experiment}/{method}/n{nodes}.log",
+    params:
+        members=group_members,
+        launcher=config.get("launcher", {}),
+    threads: lambda wc: min(int(wc.nodes), workflow.cores)
+    resources:
+        ranks=lambda wc: int(wc.nodes),
+        runtime=lambda wc: len(group_members(wc)) * int(config.get("launcher", {}).get("timeout_s", 3600)) // 60
+        + 5,
+    script:
+        "../scripts/train.py"

@@ -11,7 +11,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The default grid, unless the user names config files of their own (those replace it,
+# rather than being merged into it, so a smoke config runs only its own experiments).
+if not workflow.overwrite_configfiles:
+
+    configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 include: "workflows/rules/common.smk"

@@ -67,7 +67,7 @@ class StragglerModel:
                 slow.add(r % world)
         self.slow_ranks = sorted(slow)
         self.active = cfg.kind != "none" and rank in slow
-        self._rng = random.Random(int(seed) * 1_000_003 + int(rank) + 17)
+        self.rng = random.Random(int(seed) * 1_000_003 + int(rank) + 17)
 
     def delay(self, compute_s: float) -> float:
         """Seconds this rank must sleep after a step whose compute took ``compute_s``."""
@@ -76,6 +76,6 @@ class StragglerModel:
         if self.cfg.kind == "fixed":
             return (self.cfg.factor - 1.0) * compute_s
         # random: draw both numbers every step so the sequence does not depend on timing
-        hit = self._rng.random() < self.cfg.prob
-        x = self._rng.expovariate(1.0)
+        hit = self.rng.random() < self.cfg.prob
+        x = self.rng.expovariate(1.0)
         return x * self.cfg.mean_fraction * compute_s if hit else 0.0

@@ -141,6 +141,7 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
         algo.load_state_dict(state["algo"])
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(state["rng"]["python"])
+        straggler.rng.setstate(state["rng"]["straggler"])
         start_epoch, wall_offset, initial = found + 1, state["wall_s"], state["metrics"]
     writer = MetricsWriter(out_dir / "metrics" / f"rank{rank}.jsonl", rank, initial)
 
@@ -215,7 +216,8 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
             ckpt_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = ckpt_path.with_suffix(".tmp")
             torch.save({"epoch": epoch, "config_hash": h, "model": model.state_dict(), "algo": algo.state_dict(),
-                        "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
+                        "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
+                                "straggler": straggler.rng.getstate()},
                         "wall_s": ep["time/wall_s"], "metrics": writer.text()}, tmp)
             os.replace(tmp, ckpt_path)
     algo.close()

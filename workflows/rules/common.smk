@@ -5,6 +5,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from distrepro_wf import config as wfconfig
+from distrepro_wf.runs import launch_retry_token
 from distrepro_wf.timing import append_pipeline_row
 from impls.errors import ConfigError
 
@@ -15,7 +16,6 @@ except ConfigError as e:
 validate(config, "../schemas/config.schema.yaml")
 
 EXPERIMENTS = sorted({r.experiment for r in RUNS})
-RUN_DIR = "results/runs/" + wfconfig.RUN_PATTERN
 _T0 = {}
 
 
@@ -27,13 +27,15 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-GROUP_DIR = "results/runs/{experiment}/{method}/n{nodes}"
-
-
 def group_members(wc):
     """{run directory: resolved config} of launch group (experiment, method, nodes)."""
     return {f"results/runs/{r.path}": wfconfig.run_config(config, r) for r in RUNS
             if (r.experiment, r.method, r.nodes) == (wc.experiment, wc.method, int(wc.nodes))}
+
+
+def retry_token(wc):
+    """Changes (params rerun trigger) once after a failed launch, so the group is retried."""
+    return launch_retry_token(f"results/runs/{wc.experiment}/{wc.method}/n{wc.nodes}")
 
 
 def launches(experiment):

@@ -2,20 +2,18 @@
 # one after another.  A changed run config reruns the group (params trigger), where
 # only runs without a complete result for that exact config are executed.  A failed
 # run still gets outcome.json (status failed) so tables and report list it; it never
-# enters a table, and launch.json is dated 1970 (older than the config file, the
-# rule's input) so the next invocation retries it.
+# enters a table, and its retry token makes the next invocation retry the group.
 
 
 rule train:
-    input:
-        workflow.configfiles,
     output:
-        GROUP_DIR + "/launch.json",
+        "results/runs/{experiment}/{method}/n{nodes}/launch.json",
     log:
         "results/logs/train/{experiment}/{method}/n{nodes}.log",
     params:
         members=group_members,
         launcher=config.get("launcher", {}),
+        retry=retry_token,
     threads: lambda wc: min(int(wc.nodes), workflow.cores)
     resources:
         ranks=lambda wc: int(wc.nodes),

@@ -17,9 +17,14 @@ rule's output) listing its members and their status.
 
 An attempt writes into ``.attempt-<pid>/``; only when every rank logged every epoch
 is it renamed to ``run/`` (replacing an older good one).  A failed attempt never
-touches ``run/``; its outcome says ``failed`` and ``launch.json`` is dated 1970, so
-the next pipeline invocation runs the group again.  Members whose ``run/`` is
-complete for the same config are not rerun (delete a run's directory to force it).
+touches ``run/``; its outcome says ``failed``.  Members whose ``run/`` is complete
+for the same config are not rerun (delete a run's directory to force it).
+
+Retry: the train rule's ``params.retry`` is :func:`launch_retry_token`, read from the
+group's ``retry.json`` (not a rule output, so Snakemake never deletes it).  A launch
+with a failed member writes a new token there; a successful one leaves it alone.  So
+Snakemake's params rerun trigger runs a failed group again on the next invocation,
+and a good one never.
 """
 
 from __future__ import annotations
@@ -94,6 +99,13 @@ def write_run_configs(members: dict[str, dict[str, Any]]) -> list[Path]:
     return paths
 
 
+def launch_retry_token(group_dir: str | Path) -> str:
+    try:
+        return json.loads((Path(group_dir) / "retry.json").read_text())["token"]
+    except (OSError, json.JSONDecodeError, KeyError):
+        return ""
+
+
 def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, launcher: dict[str, Any],
                   env: dict[str, str] | None = None) -> dict[str, Any]:
     members = []
@@ -150,8 +162,9 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
                            log_tail=_tail(log_path))
         _write_json(m["dir"] / "outcome.json", outcome)
         status.append({"run": str(m["dir"]), "status": outcome["status"], "reused": False})
-    launch = {"members": status, "returncode": rc, "duration_s": round(time.time() - t0, 3)}
-    _write_json(launch_path, launch)
+    launch = {"members": status, "returncode": rc, "duration_s": round(time.time() - t0, 3),
+              "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     if any(s["status"] != "ok" for s in status):
-        os.utime(launch_path, (0, 0))  # older than its inputs: the next invocation retries the group
+        _write_json(launch_path.parent / "retry.json", {"token": f"retry-after-{launch['finished_at']}-{os.getpid()}"})
+    _write_json(launch_path, launch)
     return launch

@@ -1,0 +1,67 @@
+"""Bad input stops before any job runs, with the key and the allowed values."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from distrepro_wf.config import expand, run_config, validate
+from impls.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def cfg():
+    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def test_default_config_is_valid(cfg):
+    runs = validate(cfg)
+    assert len(runs) == len(set(runs)) and runs
+    r = next(r for r in runs if r.experiment == "baseline" and r.nodes == 4 and r.straggler == "slow1x4")
+    assert r.path == f"baseline/{r.method}/n4/slow1x4/seed{r.seed}"
+
+
+@pytest.mark.parametrize("mutate,key,allowed", [
+    (lambda c: c["experiments"]["baseline"]["methods"].update({"sgdd": {}}),
+     "experiments.baseline.methods.sgdd.algorithm.name", "allreduce_sgd"),
+    (lambda c: c["experiments"]["baseline"].__setitem__("nodes", [0, 2]),
+     "experiments.baseline.nodes[0]", "minimum of 1"),
+    (lambda c: c["stragglers"].__setitem__("slow1x4", {"kind": "slow"}),
+     "stragglers.slow1x4.kind", "none, fixed, random"),
+    (lambda c: c["stragglers"].__setitem__("slow1x4", {"kind": "fixed", "factor": 4}),
+     "stragglers.slow1x4.ranks", "non-empty list"),
+    (lambda c: c["experiments"]["baseline"].__setitem__("stragglers", ["none", "slow9"]),
+     "experiments.baseline.stragglers", "known: none, slow1x4"),
+    (lambda c: c["experiments"]["baseline"].__setitem__("workload", "imagenet"),
+     "experiments.baseline.workload", "known: digits_mlp"),
+    (lambda c: c["experiments"]["baseline"].__setitem__("network", "wifi"),
+     "experiments.baseline.network.preset", "10gbe"),
+    (lambda c: c["experiments"]["baseline"].__setitem__("nodez", [1]),
+     "experiments.baseline.nodez", "allowed keys:"),
+    (lambda c: c["workloads"]["digits_mlp"]["dataset"].update(name="cifar10", root="/no/such/dir"),
+     "workloads.digits_mlp.dataset.root", "does not exist"),
+    (lambda c: c["experiments"]["baseline"]["methods"]["allreduce_sgd"].__setitem__(
+        "algorithm", {"bucket_size": 3}), "experiments.baseline.methods.allreduce_sgd.algorithm.bucket_size",
+     "allowed keys: bucket_mb"),
+    (lambda c: c["workloads"]["digits_mlp"]["optimizer"].__setitem__("lr", "fast"),
+     "workloads.digits_mlp.optimizer.lr", "expected a number"),
+    (lambda c: c["launcher"].__setitem__("kind", "mpi"), "launcher.kind", "local, slurm"),
+])
+def test_invalid_config_names_key_and_allowed_values(cfg, mutate, key, allowed):
+    bad = copy.deepcopy(cfg)
+    mutate(bad)
+    with pytest.raises(ConfigError) as e:
+        validate(bad)
+    assert e.value.key == key, str(e.value)
+    assert allowed in str(e.value)
+
+
+def test_method_overrides_and_run_config(cfg):
+    runs = expand(cfg)
+    serial = [r for r in runs if r.method == "serial_sgd"]
+    assert {r.nodes for r in serial} == {1}
+    rc = run_config(cfg, serial[0])
+    assert rc["algorithm"] == {"name": "serial_sgd"} and rc["workload"]["batch_size"] == 32

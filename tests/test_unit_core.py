@@ -1,0 +1,220 @@
+"""Tier 1: unit math of the shared parts (no processes)."""
+
+import math
+
+import pytest
+import torch
+
+from impls.algorithms import ALGORITHMS, algorithm_config, load_all
+from impls.costmodel import collective_cost
+from impls.data.sampler import GlobalBatchSampler
+from impls.errors import ConfigError
+from impls.metrics import check_keys
+from impls.netmodel import NetworkModel, network_config
+from impls.optim import SGD
+from impls.runconfig import ScheduleConfig, lr_at
+from impls.straggler import StragglerModel, straggler_config
+
+
+def test_registry_lists_known_names_on_unknown():
+    load_all()
+    with pytest.raises(ConfigError) as e:
+        ALGORITHMS.get("sgdd")
+    assert e.value.key == "algorithm.name"
+    assert "allreduce_sgd" in str(e.value) and "serial_sgd" in str(e.value)
+
+
+def test_every_algorithm_registered_under_its_file_name():
+    import pkgutil
+
+    import impls.algorithms as pkg
+
+    load_all()
+    files = {m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+    assert files == set(ALGORITHMS.names())
+    for name in files:
+        assert ALGORITHMS.get(name).name == name
+
+
+def test_algorithm_config_rejects_unknown_hyperparameter():
+    with pytest.raises(ConfigError) as e:
+        algorithm_config({"name": "allreduce_sgd", "bucket": 3})
+    assert e.value.key == "algorithm.bucket" and "bucket_mb" in str(e.value)
+    with pytest.raises(ConfigError, match="expected a number"):
+        algorithm_config({"name": "allreduce_sgd", "bucket_mb": "big"})
+
+
+@pytest.mark.parametrize("momentum,nesterov,wd", [(0.0, False, 0.0), (0.9, False, 1e-4), (0.9, True, 5e-4)])
+def test_sgd_matches_torch_optim_sgd_bit_for_bit(momentum, nesterov, wd):
+    torch.manual_seed(0)
+    a = [torch.randn(5, 3, requires_grad=True), torch.randn(7, requires_grad=True)]
+    b = [p.detach().clone().requires_grad_() for p in a]
+    ours = SGD(a, lr=0.1, momentum=momentum, nesterov=nesterov, weight_decay=wd)
+    ref = torch.optim.SGD(b, lr=0.1, momentum=momentum, nesterov=nesterov, weight_decay=wd, foreach=False)
+    for step in range(5):
+        g = [torch.randn_like(p) for p in a]
+        for p, q, gi in zip(a, b, g):
+            p.grad, q.grad = gi.clone(), gi.clone()
+        ours.lr = ref.param_groups[0]["lr"] = 0.1 / (step + 1)
+        ours.step()
+        ref.step()
+        for p, q in zip(a, b):
+            assert torch.equal(p, q)
+
+
+def test_sgd_state_roundtrip():
+    p = torch.randn(4, requires_grad=True)
+    opt = SGD([p], lr=0.1, momentum=0.9)
+    p.grad = torch.ones(4)
+    opt.step()
+    st = opt.state_dict()
+    opt2 = SGD([p], lr=0.5, momentum=0.9)
+    opt2.load_state_dict(st)
+    assert opt2.lr == 0.1 and torch.equal(opt2.buffers[0], opt.buffers[0])
+
+
+def test_sampler_union_of_rank_batches_is_the_global_batch():
+    n, b, world = 103, 4, 3
+    single = GlobalBatchSampler(n, b * world, 0, 1, seed=7)
+    ranks = [GlobalBatchSampler(n, b, r, world, seed=7) for r in range(world)]
+    for s in [single, *ranks]:
+        s.set_epoch(2)
+    assert len(single) == len(ranks[0]) == n // (b * world)
+    for k, (glob, *parts) in enumerate(zip(single, *ranks)):
+        assert sum(parts, []) == glob
+        assert all(len(p) == b for p in parts)
+
+
+def test_sampler_epochs_differ_and_are_seeded():
+    s = GlobalBatchSampler(50, 5, seed=1)
+    first = list(s)
+    s.set_epoch(1)
+    assert list(s) != first
+    s.set_epoch(0)
+    assert list(s) == first
+    assert list(GlobalBatchSampler(50, 5, seed=2)) != first
+
+
+def test_lr_schedule_linear_scaling_warmup_and_milestones():
+    sch = ScheduleConfig(lr_scaling="linear", warmup_epochs=5, milestones=[30, 60], gamma=0.1)
+    assert lr_at(0.1, sch, 8, 0.0) == pytest.approx(0.1)
+    assert lr_at(0.1, sch, 8, 2.5) == pytest.approx(0.1 + 0.7 * 0.5)
+    assert lr_at(0.1, sch, 8, 5.0) == pytest.approx(0.8)
+    assert lr_at(0.1, sch, 8, 30.0) == pytest.approx(0.08)
+    assert lr_at(0.1, sch, 8, 61.0) == pytest.approx(0.008)
+    assert lr_at(0.1, ScheduleConfig(), 8, 3.0) == pytest.approx(0.1)
+
+
+def test_straggler_fixed_slows_exactly_the_configured_ranks():
+    cfg = straggler_config({"kind": "fixed", "ranks": [-1, 0], "factor": 4})
+    models = [StragglerModel(cfg, r, 4, seed=1) for r in range(4)]
+    assert [m.active for m in models] == [True, False, False, True]
+    assert models[3].delay(0.01) == pytest.approx(0.03)
+    assert models[1].delay(0.01) == 0.0
+
+
+def test_straggler_random_is_seeded_and_has_the_configured_mean():
+    cfg = straggler_config({"kind": "random", "mean_fraction": 0.5})
+    a = [StragglerModel(cfg, 1, 2, seed=3).delay(1.0) for _ in range(1)]
+    m1, m2 = StragglerModel(cfg, 1, 2, seed=3), StragglerModel(cfg, 1, 2, seed=3)
+    s1 = [m1.delay(1.0) for _ in range(4000)]
+    assert s1 == [m2.delay(1.0) for _ in range(4000)]
+    assert a[0] == s1[0]
+    assert sum(s1) / len(s1) == pytest.approx(0.5, rel=0.1)  # exponential mean, 4000 draws: ~1.6% std
+    assert StragglerModel(cfg, 0, 2, seed=3).delay(1.0) != s1[0]
+
+
+@pytest.mark.parametrize("spec,key", [
+    ({"kind": "slow"}, "straggler.kind"),
+    ({"kind": "fixed", "factor": 4}, "straggler.ranks"),
+    ({"kind": "fixed", "ranks": [0], "factor": 0.5}, "straggler.factor"),
+    ({"kind": "random", "mean_fraction": 0}, "straggler.mean_fraction"),
+    ({"kind": "none", "speed": 2}, "straggler.speed"),
+])
+def test_bad_straggler_specs_name_the_key(spec, key):
+    with pytest.raises(ConfigError) as e:
+        straggler_config(spec)
+    assert e.value.key == key
+
+
+def test_straggler_rank_out_of_range():
+    with pytest.raises(ConfigError, match="does not exist with 2 workers"):
+        StragglerModel(straggler_config({"kind": "fixed", "ranks": [5], "factor": 2}), 0, 2, 1)
+
+
+def test_cost_model_ring_allreduce():
+    c = collective_cost("all_reduce", 1000, 4, "ring")
+    assert c.bytes_sent == pytest.approx(1500) and c.steps == 6
+    assert collective_cost("all_reduce", 1000, 1).bytes_sent == 0
+    t = collective_cost("all_reduce", 1024, 8, "tree")
+    assert t.steps == 6
+    assert collective_cost("all_gather", 10, 5).bytes_sent == 40
+
+
+def test_network_presets_and_delay():
+    net = NetworkModel(network_config("10gbe"))
+    cost = collective_cost("p2p", 1_250_000, 2)  # 10 Mbit
+    assert net.delay(cost) == pytest.approx(50e-6 + 1e-3)
+    shared = NetworkModel(network_config({"preset": "10gbe", "shared": True}))
+    assert shared.delay(cost, concurrent=4) == pytest.approx(50e-6 + 4e-3)
+    assert NetworkModel(network_config("none")).delay(cost) == 0.0
+
+
+def test_relative_network_keeps_the_papers_ratio():
+    net = NetworkModel(network_config("resnet50_10gbe"))
+    assert not net.calibrated
+    net.calibrate(model_bytes=40_000, compute_s=0.002)
+    # sending the whole model once takes 0.29 x compute
+    assert net.delay(collective_cost("p2p", 40_000, 2)) == pytest.approx(0.29 * 0.002)
+
+
+def test_network_bad_preset():
+    with pytest.raises(ConfigError) as e:
+        network_config({"preset": "wifi"})
+    assert "10gbe" in str(e.value) and e.value.key == "network.preset"
+    with pytest.raises(ConfigError):
+        network_config({"kind": "absolute"})
+
+
+def test_metric_keys_must_be_namespaced():
+    check_keys({"kind": "step", "loss/train": 1.0, "comm/bytes_sent": 3})
+    with pytest.raises(ValueError):
+        check_keys({"loss": 1.0})
+
+
+def test_cifar_resnet20_has_the_papers_parameter_count():
+    from impls.models import build_model
+
+    m = build_model({"name": "resnet20"}, (3, 32, 32), 10)
+    n = sum(p.numel() for p in m.parameters())
+    assert 0.26e6 < n < 0.28e6  # He et al. 2016: 0.27M
+    assert m(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_resnet50_parameter_count_matches_torchvision_model_card():
+    from impls.models import build_model
+
+    m = build_model({"name": "resnet50"}, (3, 224, 224), 1000)
+    assert sum(p.numel() for p in m.parameters()) == 25_557_032
+
+
+def test_unknown_model_and_dataset():
+    from impls.data import build_dataset
+    from impls.models import build_model
+
+    with pytest.raises(ConfigError, match="known: .*mlp"):
+        build_model({"name": "vgg"}, (1, 8, 8), 10)
+    with pytest.raises(ConfigError, match="known: .*digits"):
+        build_dataset({"name": "mnist"})
+
+
+def test_digits_matches_scikit_learn():
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from impls.data.digits import load_digits_array
+
+    d = load_digits()
+    raw = load_digits_array()
+    assert np.array_equal(raw[:, :64], d.data) and np.array_equal(raw[:, 64], d.target)
+    assert math.isclose(raw[:, :64].max(), 16)

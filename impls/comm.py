@@ -48,10 +48,17 @@ class Counters:
 
 
 class Handle:
-    """An in-flight operation; ``wait()`` blocks, then sleeps the emulated delay."""
+    """An in-flight operation.
+
+    The emulated transfer starts when the operation is posted: ``wait()`` blocks for
+    the real operation, then sleeps only what is left of ``post time + delay``, so
+    communication overlapped with computation (overlap SGP, D-PSGD) is hidden as it
+    would be on a real network.
+    """
 
     def __init__(self, comm: "Communicator", work, delay_s: float, on_done=None):
         self._comm, self._work, self._delay, self._on_done = comm, work, delay_s, on_done
+        self._posted = time.perf_counter()
         self._done = False
 
     def wait(self):
@@ -60,10 +67,11 @@ class Handle:
         t0 = time.perf_counter()
         if self._work is not None:
             self._work.wait()
-        if self._delay > 0:
-            time.sleep(self._delay)
+        left = self._posted + self._delay - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
         self._done = True
-        self._comm._add(comm_s=time.perf_counter() - t0, net_delay_s=self._delay)
+        self._comm._add(comm_s=time.perf_counter() - t0, net_delay_s=max(left, 0.0))
         if self._on_done is not None:
             self._on_done()
 

@@ -12,7 +12,8 @@ How the runtime drives an algorithm (``impls.runtime.trainer``), per rank::
     if not algo.is_worker():             # 2. e.g. a parameter-server rank:
         algo.serve(); return             #    serves until the workers are done
     for each step:
-        with algo.computing():           # 3. forward + backward on this rank's batch
+        algo.zero_grad()                 # 3. clear gradients (default: p.grad = None)
+        with algo.computing():           #    forward + backward on this rank's batch
             loss = loss_fn(model(x), y); loss.backward()
         sleep(straggler delay)           # 4. runtime: emulated slow worker
         extra = algo.step(lr)            # 5. communicate + update the parameters
@@ -102,6 +103,10 @@ class Algorithm:
         raise NotImplementedError
 
     # 3
+    def zero_grad(self) -> None:
+        for p in self.model.parameters():
+            p.grad = None
+
     def computing(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 

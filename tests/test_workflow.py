@@ -54,7 +54,7 @@ def test_dry_run_of_the_default_config(tmp_path):
     proc = smk(tmp_path, "-n")
     assert proc.returncode == 0, proc.stderr
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    groups = {(e, m, n) for e, x in cfg["experiments"].items() for m, mm in x["methods"].items()
+    groups = {(e, n) for e, x in cfg["experiments"].items() for m, mm in x["methods"].items()
               for n in (mm or {}).get("nodes", x["nodes"])}
     assert any(line.split() == ["train", str(len(groups))] for line in proc.stdout.splitlines()), proc.stdout
 

@@ -11,10 +11,12 @@ exchanged, so all replicas stay bit-identical.
 
 Steps of :meth:`AllreduceSGD.step`:
 
-1. Pack the gradients into buckets of about ``bucket_mb`` megabytes (reverse
-   parameter order, as DDP does, so the last layers' gradients go first).
+1. The gradients already sit in flat buckets of about ``bucket_mb`` megabytes
+   (reverse parameter order, as DDP does): each ``p.grad`` is a view into its
+   bucket, so backward writes straight into the buffer that is sent
+   (DDP's ``gradient_as_bucket_view``); no packing or unpacking copies.
 2. Launch one asynchronous all-reduce per bucket, then wait for all of them.
-3. Divide by the world size and unpack into ``p.grad``.
+3. Divide by the world size, in place.
 4. Take the local optimizer step (SGD with momentum / Nesterov and weight decay, the
    same on every rank, so the replicas stay equal).
 
@@ -36,7 +38,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from ..protocol import Algorithm
 from . import register
@@ -61,28 +62,34 @@ class AllreduceSGD(Algorithm):
         self.comm.pop_counters()  # set-up traffic is not a training step's
         params = [p for p in reversed(list(model.parameters())) if p.requires_grad]
         limit = self.cfg.bucket_mb * 2**20
-        self.buckets: list[list[torch.nn.Parameter]] = [[]]
+        buckets: list[list[torch.nn.Parameter]] = [[]]
         size = 0
         for p in params:
-            if self.buckets[-1] and size + p.numel() * p.element_size() > limit:
-                self.buckets.append([])
+            if buckets[-1] and size + p.numel() * p.element_size() > limit:
+                buckets.append([])
                 size = 0
-            self.buckets[-1].append(p)
+            buckets[-1].append(p)
             size += p.numel() * p.element_size()
+        self.flats = []
+        for bucket in buckets:  # one flat buffer per bucket; p.grad are views into it
+            flat = torch.zeros(sum(p.numel() for p in bucket), dtype=bucket[0].dtype, device=bucket[0].device)
+            offset = 0
+            for p in bucket:
+                p.grad = flat[offset : offset + p.numel()].view_as(p)
+                offset += p.numel()
+            self.flats.append(flat)
+
+    def zero_grad(self) -> None:
+        for flat in self.flats:  # keep the views: backward accumulates into them
+            flat.zero_()
 
     def step(self, lr: float) -> dict[str, float]:
         world = self.ctx.world
         if world > 1:
-            flats, handles = [], []
-            for bucket in self.buckets:  # 1-2
-                flat = _flatten_dense_tensors([p.grad for p in bucket])
-                flats.append(flat)
-                handles.append(self.comm.all_reduce(flat, async_op=True))
-            for bucket, flat, h in zip(self.buckets, flats, handles):  # 3
+            handles = [self.comm.all_reduce(flat, async_op=True) for flat in self.flats]  # 1-2
+            for flat, h in zip(self.flats, handles):  # 3
                 h.wait()
                 flat.div_(world)
-                for p, g in zip(bucket, _unflatten_dense_tensors(flat, [p.grad for p in bucket])):
-                    p.grad.copy_(g)
         self.set_lr(lr)
         self.optimizer.step()  # 4
         return {}

@@ -182,8 +182,7 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
                 os._exit(17)
             t0 = time.perf_counter()
             lr = lr_at(o.lr, res.schedule, world, epoch + i / steps_per_epoch)
-            for p in model.parameters():
-                p.grad = None
+            algo.zero_grad()
             with algo.computing():
                 loss = F.cross_entropy(model(x), y)
                 loss.backward()

@@ -27,20 +27,23 @@ wildcard_constraints:
     seed=r"\d+",
 
 
+LAUNCH = "results/launches/{experiment}/n{nodes}.json"
+
+
 def group_members(wc):
-    """{run directory: resolved config} of launch group (experiment, method, nodes)."""
+    """{run directory: resolved config} of launch group (experiment, nodes)."""
     return {f"results/runs/{r.path}": wfconfig.run_config(config, r) for r in RUNS
-            if (r.experiment, r.method, r.nodes) == (wc.experiment, wc.method, int(wc.nodes))}
+            if (r.experiment, r.nodes) == (wc.experiment, int(wc.nodes))}
 
 
 def retry_token(wc):
     """Changes (params rerun trigger) once after a failed launch, so the group is retried."""
-    return launch_retry_token(f"results/runs/{wc.experiment}/{wc.method}/n{wc.nodes}")
+    return launch_retry_token(LAUNCH.format(experiment=wc.experiment, nodes=wc.nodes))
 
 
 def launches(experiment):
-    groups = sorted({(r.method, r.nodes) for r in RUNS if r.experiment == experiment})
-    return [f"results/runs/{experiment}/{m}/n{n}/launch.json" for m, n in groups]
+    return [LAUNCH.format(experiment=experiment, nodes=n) for n in sorted({r.nodes for r in RUNS
+                                                                           if r.experiment == experiment})]
 
 
 def record_pipeline_start():

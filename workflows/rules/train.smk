@@ -1,5 +1,5 @@
-# One torchrun launch per group (experiment, method, nodes) runs its stragglers x seeds
-# one after another.  A changed run config reruns the group (params trigger), where
+# One torchrun launch per group (experiment, nodes) runs its methods x stragglers x seeds
+# one after another (process start and `import torch` are paid once per group).  A changed run config reruns the group (params trigger), where
 # only runs without a complete result for that exact config are executed.  A failed
 # run still gets outcome.json (status failed) so tables and report list it; it never
 # enters a table, and its retry token makes the next invocation retry the group.
@@ -7,9 +7,9 @@
 
 rule train:
     output:
-        "results/runs/{experiment}/{method}/n{nodes}/launch.json",
+        LAUNCH,
     log:
-        "results/logs/train/{experiment}/{method}/n{nodes}.log",
+        "results/logs/train/{experiment}/n{nodes}.log",
     params:
         members=group_members,
         launcher=config.get("launcher", {}),

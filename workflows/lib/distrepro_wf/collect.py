@@ -77,7 +77,7 @@ def summarize(info: dict, t: pd.DataFrame) -> dict:
 
 
 def outcome_paths(launch_paths: Iterable[Path]) -> list[Path]:
-    """outcome.json of every member of the given launch groups (launch.json files)."""
+    """outcome.json of every member of the given launch groups (results/launches/...json)."""
     out = []
     for lp in launch_paths:
         for m in json.loads(Path(lp).read_text())["members"]:

@@ -1,8 +1,8 @@
 """Execute runs so that a failure can never pass for a result.
 
-Runs of one experiment and method at one node count form a *launch group*: one
-torchrun launch runs them one after another (``impls.run --plan``), so each run does
-not pay the process start, ``import torch`` and rendezvous again.
+Runs of one experiment at one node count form a *launch group*: one torchrun launch
+runs them one after another (``impls.run --plan``), so each run does not pay the
+process start, ``import torch`` and rendezvous again.
 
 Layout of a run, ``results/runs/<experiment>/<method>/n<N>/<straggler>/seed<S>/``::
 
@@ -12,8 +12,8 @@ Layout of a run, ``results/runs/<experiment>/<method>/n<N>/<straggler>/seed<S>/`
     failed-<time>/  attempts that failed, kept for inspection
     checkpoint/     per-epoch checkpoints while a run is in progress (resume)
 
-and of a group, ``results/runs/<experiment>/<method>/n<N>/launch.json`` (the train
-rule's output) listing its members and their status.
+and of a group, ``results/launches/<experiment>/n<N>.json`` (the train rule's
+output) listing its members and their status.
 
 An attempt writes into ``.attempt-<pid>/``; only when every rank logged every epoch
 is it renamed to ``run/`` (replacing an older good one).  A failed attempt never
@@ -21,7 +21,7 @@ touches ``run/``; its outcome says ``failed``.  Members whose ``run/`` is comple
 for the same config are not rerun (delete a run's directory to force it).
 
 Retry: the train rule's ``params.retry`` is :func:`launch_retry_token`, read from the
-group's ``retry.json`` (not a rule output, so Snakemake never deletes it).  A launch
+group's ``n<N>.retry.json`` (not a rule output, so Snakemake never deletes it).  A launch
 with a failed member writes a new token there; a successful one leaves it alone.  So
 Snakemake's params rerun trigger runs a failed group again on the next invocation,
 and a good one never.
@@ -99,9 +99,13 @@ def write_run_configs(members: dict[str, dict[str, Any]]) -> list[Path]:
     return paths
 
 
-def launch_retry_token(group_dir: str | Path) -> str:
+def _retry_path(launch_path: str | Path) -> Path:
+    return Path(launch_path).with_suffix(".retry.json")
+
+
+def launch_retry_token(launch_path: str | Path) -> str:
     try:
-        return json.loads((Path(group_dir) / "retry.json").read_text())["token"]
+        return json.loads(_retry_path(launch_path).read_text())["token"]
     except (OSError, json.JSONDecodeError, KeyError):
         return ""
 
@@ -116,6 +120,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
     if len({m["cfg"]["nodes"] for m in members}) > 1:
         raise ValueError("a launch group must share one node count")
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    launch_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     rc, reason = 0, None
     if todo:
@@ -165,6 +170,6 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
     launch = {"members": status, "returncode": rc, "duration_s": round(time.time() - t0, 3),
               "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     if any(s["status"] != "ok" for s in status):
-        _write_json(launch_path.parent / "retry.json", {"token": f"retry-after-{launch['finished_at']}-{os.getpid()}"})
+        _write_json(_retry_path(launch_path), {"token": f"retry-after-{launch['finished_at']}-{os.getpid()}"})
     _write_json(launch_path, launch)
     return launch

@@ -29,8 +29,8 @@ Hyperparameters:
   ``tau: 0`` is plain SGP.
 * ``topology``, ``init_spread``: as for ``sgp``.
 
-Metrics: ``gossip/weight``, ``gossip/staleness`` (iterations since the oldest round
-absorbed this step) per step; ``gossip/spectral_gap`` per epoch.
+Metrics: ``gossip/weight``, ``gossip/staleness`` (age in iterations of the oldest round
+absorbed this step, 0 if none) per step; ``gossip/spectral_gap`` per epoch.
 
 Differences from the reference code: the reference absorbs whatever has arrived at
 the start of an iteration (non-blocking) and blocks only every ``synch_freq``

@@ -39,4 +39,5 @@ def build_dataset(spec: dict[str, Any]) -> DataBundle:
 
     spec = dict(spec)
     name = spec.pop("name", None)
+    spec.pop("partition", None)  # how the data is split across ranks: see sampler.build_sampler
     return DATASETS.get(name)(**spec)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from ..comm import Communicator
 from ..data import build_dataset
-from ..data.sampler import GlobalBatchSampler
+from ..data.sampler import build_sampler
 from ..errors import ConfigError
 from ..metrics import MetricsWriter
 from ..models import build_model
@@ -125,7 +125,7 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
 
 def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device, out_dir, ckpt_dir, h):
     run, wl, o = res.run, res.workload, res.optim
-    sampler = GlobalBatchSampler(len(data.train), wl.batch_size, rank, world, run.seed)
+    sampler = build_sampler(wl.dataset.get("partition"), data.train, wl.batch_size, rank, world, run.seed)
     steps_per_epoch = len(sampler) if wl.max_steps_per_epoch is None else min(len(sampler), wl.max_steps_per_epoch)
     fault = os.environ.get(FAULT_ENV, "")
     fault_rank, fault_step = (int(v) for v in fault.split(":")) if fault else (-1, -1)

@@ -1,0 +1,130 @@
+"""D^2: decentralized SGD with a variance-reduction correction for data that differs per worker.
+
+Paper: Tang, Lian, Yan, Zhang, Liu, "D^2: Decentralized Training over Decentralized
+Data", ICML 2018 (arXiv 1803.07068), Algorithm 1.  In matrix form (row ``i`` = rank
+``i``'s replica, ``G_t`` its stochastic gradient at ``x_{t,i}``)::
+
+    X_1     = W (X_0 - gamma G_0)                                  (plain D-PSGD step)
+    X_{t+1} = W (2 X_t - X_{t-1} - gamma G_t + gamma G_{t-1})      (t >= 1)
+
+The correction ``-(X_{t-1} - gamma G_{t-1})`` cancels the part of the gradient that
+is specific to a worker's data, so the consensus error no longer grows with the
+spread ``zeta^2`` of the workers' local objectives (Theorem 1).
+
+Communication per step: the vector ``2 x_t - x_{t-1} - gamma g_t + gamma g_{t-1}``,
+scaled by ``1/(k+1)``, to each neighbour (ring: 2), non-blocking ``comm.isend/irecv``.
+
+Steps of :meth:`D2.step` at iteration ``t``:
+
+1. ``g = grad F_i(x_t) + weight_decay * x_t``; ``u_t = lr_t * g``.
+2. ``h = x_t - u_t`` if ``t = 0``, else ``h = 2 x_t - x_{t-1} - u_t + u_{t-1}``.
+3. Keep ``x_t`` and ``u_t`` for the next iteration.
+4. Mix: ``x_{t+1} = sum_j W_ij h_j`` (``lazy``: ``(h + sum_j W_ij h_j) / 2``).
+
+Requirements, enforced at start-up with a config error:
+
+* ``W`` symmetric doubly stochastic and fixed (the paper's setting): ``ring``,
+  ``complete``, or ``bipartite_exponential`` with 2 ranks (otherwise it changes every
+  iteration).
+* Smallest eigenvalue of ``W`` above ``-1/3`` (the paper's assumption; D^2 diverges
+  otherwise).  The uniform ring with an even number ``n >= 4`` of ranks has exactly
+  ``-1/3``: ``mixing: auto`` (default) then mixes with ``(W + I) / 2`` (eigenvalues in
+  ``[0, 1]``, as a third-party implementation always does), ``mixing: plain`` is an
+  error, ``mixing: lazy`` always uses ``(W + I) / 2``.
+* Plain SGD: ``workload.optimizer.momentum`` must be 0 (the paper has no momentum;
+  what momentum would do to the correction is not analysed).  A learning-rate
+  schedule is allowed: the correction uses ``lr_{t-1} g_{t-1}``, which keeps the
+  mean of the replicas an exact SGD iterate, ``xbar_{t+1} = xbar_t - lr_t gbar_t``.
+
+Hyperparameters: ``topology`` (default ``ring``), ``mixing`` (see above),
+``init_spread`` (as for ``sgp``).  Metrics: ``gossip/spectral_gap`` (of the matrix
+actually used) and ``gossip/lazy`` (1 if ``(W + I) / 2``) per epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..errors import ConfigError
+from ..gossip import add_weight_decay, flat_grads, flat_params, make_graph, perturb, start_round, topology_spec, \
+    write_params
+from ..protocol import Algorithm
+from ..topology import spectral_gap
+from . import register
+
+
+@dataclass
+class D2Config:
+    topology: Any = "ring"
+    mixing: str = field(default="auto", metadata={"choices": ("auto", "plain", "lazy")})
+    init_spread: float = 0.0
+
+    def validate(self, key: str) -> None:
+        self.topology = topology_spec(self.topology, f"{key}.topology", symmetric_only=True)
+
+
+@register("d2")
+class D2(Algorithm):
+    Config = D2Config
+    name = "d2"
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        if ctx.optim.momentum != 0:
+            raise ConfigError("workload.optimizer.momentum", f"d2 is plain SGD (Tang et al. 2018, Algorithm 1); "
+                                                             f"set momentum: 0 (got {ctx.optim.momentum})")
+        self.graph, _ = make_graph(cfg.topology, ctx.world)
+        if self.graph.period != 1:
+            raise ConfigError("algorithm.topology", f"d2 needs a fixed W; {cfg.topology['name']!r} changes every "
+                                                    f"iteration at {ctx.world} ranks (period {self.graph.period})")
+        W = self.graph.mixing_matrix(0)
+        lam_min = float(torch.linalg.eigvalsh(W).min())
+        ok = lam_min > -1 / 3 + 1e-9
+        if cfg.mixing == "plain" and not ok:
+            raise ConfigError("algorithm.mixing", f"smallest eigenvalue of W is {lam_min:.4f}, D^2 needs > -1/3; "
+                                                  "use mixing: lazy (or auto) to mix with (W + I) / 2")
+        self.lazy = cfg.mixing == "lazy" or (cfg.mixing == "auto" and not ok)
+        self.gap = spectral_gap((W + torch.eye(ctx.world, dtype=W.dtype)) / 2 if self.lazy else W)
+
+    def setup(self, model):
+        self.model = model
+        self.wd = self.ctx.optim.weight_decay
+        for t in list(model.parameters()) + list(model.buffers()):
+            self.comm.broadcast(t.data, src=0)
+        self.comm.pop_counters()
+        perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
+        self.itr = 0
+        self.x_prev: torch.Tensor | None = None
+        self.u_prev: torch.Tensor | None = None
+
+    @torch.no_grad()
+    def step(self, lr: float) -> dict[str, float]:
+        add_weight_decay(self.model, self.wd)  # 1
+        x = flat_params(self.model)
+        u = flat_grads(self.model).mul_(lr)
+        if self.x_prev is None:  # 2
+            h = x - u
+        else:
+            h = x.mul(2).sub_(self.x_prev).sub_(u).add_(self.u_prev)
+        self.x_prev, self.u_prev = x, u  # 3
+        mixed = start_round(self.comm, self.graph, self.ctx.rank, self.itr, h).wait()  # 4
+        if self.lazy:
+            mixed.add_(h).mul_(0.5)
+        write_params(self.model, mixed)
+        self.itr += 1
+        return {}
+
+    def set_lr(self, lr: float) -> None:  # no optimizer object: lr is applied in step
+        pass
+
+    def epoch_end(self, epoch: int) -> dict[str, float]:
+        return {"gossip/spectral_gap": self.gap, "gossip/lazy": float(self.lazy)}
+
+    def state_dict(self):
+        return {"itr": self.itr, "x_prev": self.x_prev, "u_prev": self.u_prev}
+
+    def load_state_dict(self, state):
+        self.itr, self.x_prev, self.u_prev = state["itr"], state["x_prev"], state["u_prev"]

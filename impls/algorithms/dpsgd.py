@@ -1,0 +1,118 @@
+"""D-PSGD: decentralized parallel SGD with symmetric doubly-stochastic gossip averaging.
+
+Paper: Lian, Zhang, Zhang, Hsieh, Zhang, Liu, "Can Decentralized Algorithms
+Outperform Centralized Algorithms? A Case Study for Decentralized Parallel Stochastic
+Gradient Descent", NeurIPS 2017, Algorithm 1.  Every rank keeps its own replica
+``x_i``; per iteration it averages with its neighbours through a symmetric
+doubly-stochastic ``W`` (uniform weights ``1/(k+1)`` on a regular undirected graph)
+and takes a local gradient step.  There is no PushSum weight: ``W`` being doubly
+stochastic keeps the average of the replicas an SGD iterate.
+
+Communication per step: the full parameter vector, scaled by ``1/(k+1)``, to each of
+the ``k`` neighbours of this iteration (ring: 2; ``bipartite_exponential``: 1),
+with non-blocking ``comm.isend/irecv``.
+
+Steps, ``order: mix_then_step`` (Algorithm 1 of the paper, the default):
+
+1. On entering ``computing()`` post the exchange of the current ``x_k``, so it
+   travels while the forward/backward pass computes ``g = grad F_i(x_k)``.
+2. ``g += weight_decay * x_k`` (the L2 term at the gradient's point).
+3. Wait for the neighbours: ``x_{k+1/2} = sum_j W_ij x_{k,j}``.
+4. Local momentum step from the mixed point: ``x_{k+1} = x_{k+1/2} - lr d`` with
+   ``d`` the (Nesterov) momentum direction of ``g``; the momentum buffer stays local.
+
+``order: step_then_mix`` (adapt-then-combine, what the SGP repository's D-PSGD does):
+step locally first, then mix the result, ``x_{k+1} = W (x_k - lr d)``.  With a
+complete graph this makes every replica equal after each step and reproduces
+all-reduce SGD exactly (the mean of the local momentum buffers follows the
+all-reduce buffer's recursion); the spawn tests use that.
+
+Hyperparameters:
+
+* ``topology`` (default ``ring``, the paper's): a symmetric graph (``ring``,
+  ``complete``, ``bipartite_exponential``); a directed one is a config error.
+  Sparser graphs send less but mix slower (``gossip/spectral_gap``).
+* ``order`` (default ``mix_then_step``): see above.
+* ``init_spread`` (default 0): as for ``sgp``.
+
+Metrics: ``gossip/spectral_gap`` per epoch.  Lian et al. use plain SGD; momentum (a
+local buffer, not mixed) comes from the workload's optimizer section, as for every
+method here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..gossip import (Round, add_weight_decay, flat_params, local_sgd, make_graph, perturb, start_round,
+                      topology_spec, write_params)
+from ..protocol import Algorithm
+from . import register
+
+
+@dataclass
+class DPSGDConfig:
+    topology: Any = "ring"
+    order: str = field(default="mix_then_step", metadata={"choices": ("mix_then_step", "step_then_mix")})
+    init_spread: float = 0.0
+
+    def validate(self, key: str) -> None:
+        self.topology = topology_spec(self.topology, f"{key}.topology", symmetric_only=True)
+
+
+@register("dpsgd")
+class DPSGD(Algorithm):
+    Config = DPSGDConfig
+    name = "dpsgd"
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.graph, self.gap = make_graph(cfg.topology, ctx.world)
+        self.pending: Round | None = None
+
+    def setup(self, model):
+        self.model = model
+        self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())
+        for t in list(model.parameters()) + list(model.buffers()):
+            self.comm.broadcast(t.data, src=0)
+        self.comm.pop_counters()
+        perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
+        self.itr = 0
+
+    @contextlib.contextmanager
+    def computing(self):
+        if self.cfg.order == "mix_then_step":  # 1
+            self.pending = start_round(self.comm, self.graph, self.ctx.rank, self.itr, flat_params(self.model))
+        yield
+
+    def step(self, lr: float) -> dict[str, float]:
+        add_weight_decay(self.model, self.wd)  # 2
+        self.set_lr(lr)
+        if self.cfg.order == "mix_then_step":
+            if self.pending is None:
+                raise RuntimeError("dpsgd: step() without computing() (the exchange starts there)")
+            write_params(self.model, self.pending.wait())  # 3
+            self.pending = None
+            self.optimizer.step()  # 4
+        else:
+            self.optimizer.step()
+            mixed = start_round(self.comm, self.graph, self.ctx.rank, self.itr, flat_params(self.model)).wait()
+            write_params(self.model, mixed)
+        self.itr += 1
+        return {}
+
+    def epoch_end(self, epoch: int) -> dict[str, float]:
+        return {"gossip/spectral_gap": self.gap}
+
+    def close(self) -> None:
+        if self.pending is not None:
+            self.pending.wait()
+
+    def state_dict(self):
+        return {**super().state_dict(), "itr": self.itr}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.itr = state["itr"]

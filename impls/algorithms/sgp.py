@@ -1,0 +1,112 @@
+"""Stochastic Gradient Push (SGP): local SGD steps plus PushSum gossip of the parameters.
+
+Paper: Assran, Loizou, Ballas, Rabbat, "Stochastic Gradient Push for Distributed Deep
+Learning", ICML 2019 (arXiv 1811.10792), Algorithm 1 and its Nesterov-momentum
+variant (Appendix).  Each rank ``i`` holds a PushSum numerator ``x_i`` and a scalar
+weight ``w_i`` (initially 1); the model it trains and evaluates is the de-biased
+``z_i = x_i / w_i``, which is what the model's parameters hold between steps, so the
+forward pass, evaluation and the runtime's ``consensus/distance`` all see ``z``.
+
+Communication per step: to each of its ``k`` out-peers of this iteration's graph
+(default: the 1-peer time-varying directed exponential graph, ``k = 1``) rank ``i``
+sends ``[x_i, w_i] / (k + 1)`` (the model plus one float) with non-blocking
+``comm.isend``, and receives the same from its in-peers with ``comm.irecv``; no
+collective, no barrier.
+
+Steps of :meth:`SGP.step` at iteration ``t`` (the gradient ``g`` was computed at ``z``):
+
+1. ``g += weight_decay * z`` (the L2 term's gradient, at the same point).
+2. Local momentum step on the numerator: ``u = m u + g``;
+   ``x <- x - lr (g + m u)`` (Nesterov) or ``x <- x - lr u``.  ``u`` stays local.
+3. PushSum: keep ``[x, w] / (k+1)``, send it to each out-peer of iteration ``t``,
+   add what the in-peers sent: ``[x, w] <- sum_j P_ij [x_j, w_j]`` (column-stochastic ``P``).
+4. De-bias: the parameters become ``z = x / w``.
+
+Hyperparameters:
+
+* ``topology`` (default ``{name: exponential, peers: 1}``): any graph of
+  :mod:`impls.topology`; ``peers: 2`` is the paper's 2-peer variant (more mixing,
+  twice the bytes).  Directed graphs are fine: that is what the weight is for.
+* ``init_spread`` (default 0): std of per-rank Gaussian noise added to the initial
+  parameters (replicas initialised independently); 0 starts all replicas equal.
+* ``log_mass`` (default false): also log ``gossip/mass``, this rank's sum of ``x``
+  (PushSum conserves the sum over ranks when ``lr = 0``; used by the tests).
+
+Metrics: ``gossip/weight`` per step; ``gossip/spectral_gap`` per epoch (of the
+product of one period of the graph's mixing matrices).
+
+Differences from the reference code (facebookresearch/stochastic_gradient_push):
+the reference applies the optimizer to ``z`` and then multiplies by ``w``, i.e.
+``x <- x - w lr d``; we follow the paper, ``x <- x - lr d``.  Both coincide on the
+regular graphs used here (``w = 1`` throughout).  Its exponential graph alternates
+``+1, -1, +2, -2, ...`` peers; :mod:`impls.topology` uses the paper's forward-only
+``+2^j`` schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..gossip import (add_weight_decay, flat_params, local_sgd, make_graph, perturb, start_round,
+                      topology_spec, write_params)
+from ..protocol import Algorithm
+from . import register
+
+
+@dataclass
+class SGPConfig:
+    topology: Any = field(default_factory=lambda: {"name": "exponential", "peers": 1})
+    init_spread: float = 0.0
+    log_mass: bool = False
+
+    def validate(self, key: str) -> None:
+        self.topology = topology_spec(self.topology, f"{key}.topology")
+
+
+@register("sgp")
+class SGP(Algorithm):
+    Config = SGPConfig
+    name = "sgp"
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.graph, self.gap = make_graph(cfg.topology, ctx.world)
+
+    def setup(self, model):
+        self.model = model
+        self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())
+        for t in list(model.parameters()) + list(model.buffers()):
+            self.comm.broadcast(t.data, src=0)  # same start everywhere, then the optional spread
+        self.comm.pop_counters()
+        perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
+        self.x = flat_params(model)
+        self.w = torch.ones(1, dtype=self.x.dtype, device=self.x.device)
+        self.itr = 0
+
+    def step(self, lr: float) -> dict[str, float]:
+        add_weight_decay(self.model, self.wd)  # 1 (the parameters hold z)
+        write_params(self.model, self.x)  # 2: the optimizer steps the numerator
+        self.set_lr(lr)
+        self.optimizer.step()
+        vec = torch.cat([flat_params(self.model), self.w])
+        mixed = start_round(self.comm, self.graph, self.ctx.rank, self.itr, vec).wait()  # 3
+        self.x, self.w = mixed[:-1], mixed[-1:].clone()
+        write_params(self.model, self.x / self.w)  # 4
+        self.itr += 1
+        out = {"gossip/weight": float(self.w)}
+        if self.cfg.log_mass:
+            out["gossip/mass"] = float(self.x.double().sum())
+        return out
+
+    def epoch_end(self, epoch: int) -> dict[str, float]:
+        return {"gossip/spectral_gap": self.gap}
+
+    def state_dict(self):
+        return {**super().state_dict(), "x": self.x.clone(), "w": self.w.clone(), "itr": self.itr}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.x, self.w, self.itr = state["x"].clone(), state["w"].clone(), state["itr"]

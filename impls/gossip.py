@@ -1,0 +1,141 @@
+"""Gossip machinery shared by the synchronous decentralized methods (sgp, osgp, dpsgd, d2).
+
+A *round* is one application of a graph's mixing matrix ``W`` at iteration ``itr``
+(see :mod:`impls.topology`): rank ``i`` pre-scales its vector by its own weight
+``a_i = 1 / (k_i + 1)`` (``k_i`` out-peers), keeps that share and sends the same
+scaled vector to each out-peer with non-blocking ``comm.isend``, while ``comm.irecv``
+collects the in-peers' scaled vectors.  Because the *sender* scales, the receiver
+needs no knowledge of its in-peers' degrees: that is what lets PushSum run on
+directed graphs where ``W`` is only column-stochastic.
+
+:meth:`Round.wait` sums the shares in increasing source rank (own share included),
+so ranks that receive the same shares (a complete graph) end up with bit-identical
+vectors.  :meth:`Round.received` returns only the in-peers' shares, for methods
+that absorb them later (overlap SGP).
+
+Also here: flat views of a model's parameters, the gradient of the L2 term taken at
+the point where the gradient was computed, and the per-rank initial perturbation
+(``init_spread``) that lets tests and experiments start replicas apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from .comm import Communicator, Handle
+from .errors import ConfigError
+from .optim import SGD
+from .topology import TOPOLOGIES, Graph, build_topology, period_spectral_gap
+
+
+class Round:
+    """One in-flight mixing round of a flat vector."""
+
+    def __init__(self, rank: int, own: torch.Tensor, handles: list[Handle], recv: dict[int, torch.Tensor]):
+        self.rank, self.own, self._handles, self._recv = rank, own, handles, recv
+        self._done = False
+
+    def _finish(self) -> None:
+        if not self._done:
+            for h in self._handles:
+                h.wait()
+            self._done = True
+
+    def received(self) -> list[torch.Tensor]:
+        """The in-peers' scaled vectors, in increasing source rank (waits for them)."""
+        self._finish()
+        return [self._recv[s] for s in sorted(self._recv)]
+
+    def wait(self) -> torch.Tensor:
+        """``(W v)_rank``: own share plus the received shares, summed in source order."""
+        self._finish()
+        parts = {self.rank: self.own, **self._recv}
+        srcs = sorted(parts)
+        out = parts[srcs[0]].clone()
+        for s in srcs[1:]:
+            out.add_(parts[s])
+        return out
+
+
+def start_round(comm: Communicator, graph: Graph, rank: int, itr: int, vec: torch.Tensor) -> Round:
+    """Post the sends and receives of ``W(itr) @ v`` for this rank; returns at once."""
+    out_peers, in_peers = graph.out_peers(rank, itr), graph.in_peers(rank, itr)
+    share = vec * graph.weight(rank, itr)
+    handles: list[Handle] = []
+    recv: dict[int, torch.Tensor] = {}
+    for src in in_peers:  # post receives first: a peer's send never waits for us
+        recv[src] = torch.empty_like(share)
+        handles.append(comm.irecv(recv[src], src, concurrent=len(in_peers)))
+    for dst in out_peers:
+        handles.append(comm.isend(share, dst, concurrent=len(out_peers)))
+    return Round(rank, share, handles, recv)
+
+
+def topology_spec(spec: Any, key: str, symmetric_only: bool = False) -> dict[str, Any]:
+    """Check a topology spec's name (world-size checks happen when the graph is built)."""
+    spec = {"name": spec} if isinstance(spec, str) else spec
+    if not isinstance(spec, Mapping) or "name" not in spec:
+        raise ConfigError(f"{key}.name", f"missing; known: {', '.join(TOPOLOGIES.names())}")
+    try:
+        cls = TOPOLOGIES.get(spec["name"])
+    except ConfigError:
+        raise ConfigError(f"{key}.name", f"unknown topology {spec['name']!r}; "
+                                         f"known: {', '.join(TOPOLOGIES.names())}") from None
+    if symmetric_only and not cls.symmetric:
+        sym = [n for n in TOPOLOGIES.names() if TOPOLOGIES.get(n).symmetric]
+        raise ConfigError(f"{key}.name", f"{spec['name']!r} is directed (W not symmetric); this method needs a "
+                                         f"symmetric doubly-stochastic graph: {', '.join(sym)}")
+    return dict(spec)
+
+
+def make_graph(spec: Mapping[str, Any], world: int) -> tuple[Graph, float]:
+    """The graph and the spectral gap of one period of its mixing matrices."""
+    g = build_topology(spec, world)
+    return g, period_spectral_gap(g)
+
+
+def flat_params(model: nn.Module) -> torch.Tensor:
+    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+
+
+@torch.no_grad()
+def write_params(model: nn.Module, vec: torch.Tensor) -> None:
+    torch.nn.utils.vector_to_parameters(vec, model.parameters())
+
+
+def flat_grads(model: nn.Module) -> torch.Tensor:
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                      for p in model.parameters()])
+
+
+@torch.no_grad()
+def add_weight_decay(model: nn.Module, wd: float) -> None:
+    """``g += wd * p`` at the current parameters (where the gradient was computed)."""
+    if wd:
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.add_(p, alpha=wd)
+
+
+@torch.no_grad()
+def perturb(model: nn.Module, spread: float, seed: int, rank: int) -> None:
+    """Add N(0, spread^2) noise drawn from ``(seed, rank)`` to every parameter."""
+    if spread > 0:
+        g = torch.Generator().manual_seed(seed * 1_000_003 + rank + 1)
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device), alpha=spread)
+
+
+def local_sgd(optim_cfg, params) -> tuple[SGD, float]:
+    """The workload's local SGD without its weight decay, and that weight decay.
+
+    Gossip methods apply the optimizer to a vector other than the one the gradient
+    was taken at (PushSum's numerator ``x``, or the mixed parameters), while the L2
+    term belongs to the gradient's point: :func:`add_weight_decay` adds it there.
+    """
+    o = optim_cfg
+    return SGD(params, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
+               weight_decay=0.0), o.weight_decay

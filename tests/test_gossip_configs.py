@@ -1,0 +1,82 @@
+"""Tier 1: the gossip experiments of config/config.yaml and the paper-scale config/full files validate.
+
+The full configs name dataset roots of a cluster (/datasets/...), which do not exist
+here; ``distrepro_wf.config.validate`` checks that a root is a directory, so the test
+points every root at a temporary directory and validates everything else for real
+(schema, registered algorithms and their hyperparameters, topologies, workloads).
+Graph checks that need the world size (peers in range, bipartite parity, D^2's
+eigenvalue condition) are run by building each gossip run's algorithm at its node count.
+"""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from distrepro_wf.config import expand, run_config, validate
+from impls.errors import ConfigError
+from impls.protocol import Context
+from impls.runconfig import resolve
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name, tmp_path=None):
+    cfg = yaml.safe_load((ROOT / "config" / name).read_text())
+    if tmp_path is not None:
+        for wl in cfg["workloads"].values():
+            if "root" in wl["dataset"]:
+                wl["dataset"]["root"] = str(tmp_path)
+    return cfg
+
+
+def _build_algorithms(cfg):
+    """Construct every gossip run's algorithm at its node count (no process group needed)."""
+    for run in expand(cfg):
+        res = resolve(run_config(cfg, run))
+        res.algorithm_cls(res.algorithm, Context(0, run.nodes, None, res.optim, run.seed))
+
+
+@pytest.mark.parametrize("name,experiments,paper", [
+    ("full/sgp.yaml", {"sgp_10gbe", "sgp_infiniband"}, "SGP (Assran+ 2019)"),
+    ("full/d2.yaml", {"d2_cifar10"}, "D2 (Tang+ ICML18)"),
+])
+def test_full_configs_validate(tmp_path, name, experiments, paper):
+    cfg = _load(name, tmp_path)
+    runs = validate(cfg)
+    assert {r.experiment for r in runs} == experiments
+    assert all(cfg["experiments"][e]["paper"] == paper for e in experiments)
+    _build_algorithms(cfg)
+    if "sgp" in name:
+        assert sorted({r.nodes for r in runs}) == [4, 8, 16, 32]
+        assert {cfg["experiments"][e]["network"] for e in experiments} == {"10gbe", "infiniband"}
+        assert len(runs) == 2 * 5 * 4
+
+
+def test_full_config_without_the_dataset_is_refused():
+    with pytest.raises(ConfigError, match=r"workloads.resnet50_imagenet.dataset.root: directory '/datasets/imagenet'"):
+        validate(_load("full/sgp.yaml"))
+
+
+def test_default_gossip_experiments():
+    cfg = _load("config.yaml")
+    runs = validate(cfg)
+    sgp = {r.method for r in runs if r.experiment == "sgp"}
+    d2 = {r.method for r in runs if r.experiment == "d2"}
+    assert sgp == {"allreduce_sgd", "dpsgd", "sgp_1peer", "sgp_2peer", "osgp"}
+    assert d2 == {"allreduce_sgd", "dpsgd", "d2", "allreduce_sgd_labels", "dpsgd_labels", "d2_labels"}
+    assert cfg["experiments"]["sgp"]["paper"] == "SGP (Assran+ 2019)"
+    assert cfg["experiments"]["d2"]["paper"] == "D2 (Tang+ ICML18)"
+    assert "baseline" in cfg["experiments"]
+    _build_algorithms({**cfg, "experiments": {k: cfg["experiments"][k] for k in ("sgp", "d2")}})
+    labels = [run_config(cfg, r) for r in runs if r.experiment == "d2" and r.method.endswith("_labels")]
+    assert all(c["workload"]["dataset"] == {"name": "digits", "partition": {"kind": "labels", "classes_per_worker": 2}}
+               for c in labels)
+
+
+def test_bad_gossip_method_in_the_pipeline_config_names_the_key():
+    cfg = _load("config.yaml")
+    cfg["experiments"]["sgp"]["methods"]["sgp_1peer"]["algorithm"]["topology"] = {"name": "hypercube"}
+    with pytest.raises(ConfigError, match=r"experiments.sgp.methods.sgp_1peer.algorithm.topology.name: unknown "
+                                          r"topology 'hypercube'; known: bipartite_exponential, complete"):
+        validate(cfg)

@@ -70,18 +70,21 @@ class AllreduceSGD(Algorithm):
                 size = 0
             buckets[-1].append(p)
             size += p.numel() * p.element_size()
-        self.flats = []
+        self.flats, self.views = [], []
         for bucket in buckets:  # one flat buffer per bucket; p.grad are views into it
             flat = torch.zeros(sum(p.numel() for p in bucket), dtype=bucket[0].dtype, device=bucket[0].device)
             offset = 0
             for p in bucket:
-                p.grad = flat[offset : offset + p.numel()].view_as(p)
+                self.views.append((p, flat[offset : offset + p.numel()].view_as(p)))
                 offset += p.numel()
             self.flats.append(flat)
 
     def zero_grad(self) -> None:
-        for flat in self.flats:  # keep the views: backward accumulates into them
+        for flat in self.flats:
             flat.zero_()
+        for p, view in self.views:  # (re)bind: backward then accumulates into the buckets
+            if p.grad is not view:
+                p.grad = view
 
     def step(self, lr: float) -> dict[str, float]:
         world = self.ctx.world

@@ -1,7 +1,35 @@
-# Benchmarks (targets, not tests): CSVs under results/bench/.  `snakemake --cores 2 bench`
+# Benchmarks (pipeline targets writing CSV, never timed tests):
+#   snakemake --cores 2 bench
+# allreduce_vs_ddp.csv: allreduce_sgd step time / torch DDP step time, side by side in one launch.
+# max_ranks.csv: does the tiny workload run at N ranks on this machine, and how fast.
 
 
 rule bench:
     input:
         "results/bench/allreduce_vs_ddp.csv",
         "results/bench/max_ranks.csv",
+
+
+rule bench_ddp:
+    output:
+        "results/bench/allreduce_vs_ddp.csv",
+    log:
+        "results/logs/bench/allreduce_vs_ddp.log",
+    params:
+        spec=config.get("benchmarks", {}).get("ddp_compare", {}),
+    threads: workflow.cores
+    script:
+        "../scripts/bench_ddp.py"
+
+
+rule bench_max_ranks:
+    output:
+        "results/bench/max_ranks.csv",
+    log:
+        "results/logs/bench/max_ranks.log",
+    params:
+        spec=config.get("benchmarks", {}).get("max_ranks", {}),
+        workloads=config["workloads"],
+    threads: workflow.cores
+    script:
+        "../scripts/bench_max_ranks.py"

@@ -10,7 +10,10 @@ keeps its own model ``x_i`` and repeats, at its own pace, with no global barrier
    (an active worker's background thread, overlapping step 1 and the straggler sleep);
 3. apply the gradient to the *current* model: ``x_i = x_i - lr * d(g)`` (``step``; ``d``
    is the local optimizer's direction: momentum / Nesterov and weight decay stay local,
-   as in the paper's experiments; parameters only, buffers such as BN statistics stay local).
+   as in the paper's experiments; parameters only, buffers such as BN statistics stay
+   local).  An active worker then waits until its step-2 average has landed, so at most
+   one is in flight and the next read includes it (``gossip/wait_s``: this wait, the
+   only time the main thread waits for communication).
 
 Deadlock avoidance (paper Sec. 4): the bipartite exponential graph of
 :mod:`impls.topology` (odd ranks active, even ranks passive, every edge across the
@@ -21,9 +24,11 @@ answers, one request at a time, so no cycle of waits can form.  What is sent:
   ``4 (#params + 2)`` bytes; ``p`` (receiving from any source) answers with ``x_p``
   (``4 #params`` bytes) and, under its lock, sets ``x_p = (x_p + x_a) / 2`` in the same
   critical section as it copied the reply, so its main thread cannot apply a gradient
-  in between.  ``a`` sets ``x_a = (x_a + x_p) / 2``: nobody else writes ``x_a`` during
-  the exchange (its main thread waits for it in step 3), so both sides hold the same
-  bits afterwards and the sum of all models is conserved exactly up to rounding.
+  in between.  ``a`` sets ``x_a += (x_p - x_a_sent) / 2``: equal to ``(x_a_sent + x_p)/2``
+  plus whatever gradient step ``a`` applied while the exchange was in flight, i.e.
+  exactly Algorithm 1's "average, then apply the gradient" (the two commute).  Both
+  sides average the same two models, so the sum of all models is conserved up to
+  rounding and no gradient step is lost.
 * one exchange per step of each active worker; passive workers exchange as often as
   their active neighbours ask (a fast active neighbour averages a slow passive often).
 * at ``close`` each active worker sends ``[x, 0, a]`` ("done") to each neighbour;
@@ -31,13 +36,13 @@ answers, one request at a time, so no cycle of waits can form.  What is sent:
 
 All point-to-point traffic of a rank runs on its one background thread, through
 ``ctx.comm`` (bytes and emulated network delays are counted there; ``time/comm_s`` is
-thus the thread's waiting, overlapped with compute).  The main thread's own waiting
-for step 2 is ``gossip/wait_s``.  Epochs are shared by all workers
+thus the thread's waiting, overlapped with compute).  Epochs are shared by all workers
 (``barrier_free``, see :mod:`impls.protocol`).
 
 Logged per step: ``gossip/staleness`` = averages applied to ``x_i`` between reading
-``x_hat`` (step 1) and applying its gradient (step 3): exactly 1 for an active worker
-(its own step 2), the number of requests served meanwhile for a passive one.  (The
+``x_hat`` (step 1) and applying its gradient (step 3): for an active worker 1 if its
+own step-2 average landed before the gradient, else 0; for a passive one the number
+of requests it served meanwhile.  (The
 paper's analysis bounds the *global* number of updates in between; that needs a
 global clock, which this method does not have.)  ``gossip/steps_done`` (this
 worker's steps so far) and ``gossip/averages`` (pairwise averages so far).
@@ -114,6 +119,7 @@ class ADPSGD(Algorithm):
         self._lock = threading.Lock()
         self._requests: queue.Queue = queue.Queue()
         self._done = threading.Event()
+        self._done.set()  # no average in flight
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._rng = random.Random(self.ctx.seed * 1_000_003 + rank)
@@ -144,20 +150,19 @@ class ADPSGD(Algorithm):
         yield
 
     def step(self, lr: float) -> dict[str, float]:
-        t0 = time.perf_counter()
-        if self.active and self.peers:
-            self._wait(self._done.wait, "pairwise average")
-        wait_s = time.perf_counter() - t0
-        self._raise()
         with self._lock:  # 3. x_i -= lr * d(g(x_hat)), on the current x_i
             staleness = self.averages - self._read_at
             self._to_params()
             self.set_lr(lr)
             self.optimizer.step()
             self._from_params()
+        t0 = time.perf_counter()
+        if self.active and self.peers:  # at most one average in flight: this step's must land
+            self._wait(self._done.wait, "pairwise average")
+        self._raise()
         self.steps += 1
         return {"gossip/staleness": staleness, "gossip/steps_done": self.steps,
-                "gossip/averages": self.averages, "gossip/wait_s": wait_s}
+                "gossip/averages": self.averages, "gossip/wait_s": time.perf_counter() - t0}
 
     @contextlib.contextmanager
     def eval_params(self):
@@ -219,8 +224,8 @@ class ADPSGD(Algorithm):
             hr = self.comm.irecv(self._in[:n], peer)
             hs.wait()
             hr.wait()
-            with self._lock:  # x_a unchanged since the copy: nobody else writes it
-                self.x.add_(self._in[:n]).mul_(0.5)
+            with self._lock:  # x_a += (x_p - x_a_sent) / 2: keeps gradient steps taken meanwhile
+                self.x.add_(self._in[:n] - self._out[:n], alpha=0.5)
                 self.averages += 1
             self._done.set()
         self._out[n], self._out[n + 1] = 0.0, me

@@ -63,7 +63,8 @@ model flattened before the receive, so the two sides can end with different mode
 (not the paper's atomic average); gradient steps are applied inside the gossip process.
 Here, as in Algorithm 1: one atomic average per gradient step, passive ranks answer
 whoever asks first, and a failure in the thread fails the run (the SGP repo logs and
-drops the round).  Works on gloo (CPU); NCCL has no receive-from-any-source.
+drops the round).  The exchange runs over gloo with host-memory buffers: with NCCL
+(which cannot receive from any source) a gloo group is created for it.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors
 
 from ..errors import ConfigError
@@ -103,16 +105,17 @@ class ADPSGD(Algorithm):
     def setup(self, model):
         super().setup(model)
         rank, world = self.ctx.rank, self.ctx.world
-        if world > 1 and self.ctx.device.type != "cpu":
-            raise ConfigError("launcher.backend", "adpsgd exchanges over gloo (CPU); use backend gloo")
         for t in list(model.parameters()) + list(model.buffers()):  # equal start (Algorithm 1)
             self.comm.broadcast(t.data, src=0)
         self.comm.pop_counters()
+        if world > 1 and dist.get_backend() != "gloo":  # NCCL cannot receive from any source
+            self.comm.group = dist.new_group(backend="gloo")  # this method's traffic only
         self.graph = BipartiteExponential(world)  # ConfigError for an odd number of workers
         self.active = self.graph.is_active(rank)
         self.peers = self.graph.active_peers(rank)
         self.params = list(self.optimizer.params)
-        self.x = _flatten_dense_tensors([p.detach() for p in self.params]).clone()  # the shared x_i
+        # the shared x_i, in host memory (exchanged over gloo; copied to / from the device)
+        self.x = _flatten_dense_tensors([p.detach() for p in self.params]).to("cpu", copy=True)
         n = self.n = self.x.numel()
         self._out = torch.zeros(n + 2, dtype=self.x.dtype)  # [model, flag, sender]
         self._in = torch.zeros(n + 2, dtype=self.x.dtype)

@@ -1,7 +1,10 @@
-"""AD-PSGD: real multi-process gloo runs (torchrun) on the tiny MLP.
+"""AD-PSGD: real multi-process gloo runs (torchrun) on the digits workload.
 
 No assertion depends on wall-clock speed: step *counts* are compared, and the
-straggler's slowdown is proportional to its own measured compute time.
+straggler's slowdown is proportional to its own measured compute time.  Clean
+shutdown: the straggler test ends both ways round (passive workers finish first and
+wait for their active neighbours' "done", and the reverse); every wait in the method
+has its own timeout and every test a 300 s limit, far inside pytest's 600 s.
 """
 
 import json
@@ -106,7 +109,8 @@ def test_pairwise_averaging_conserves_the_sum(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_converges_on_the_tiny_task(run_torchrun):
-    """Training loss of every worker's model falls from ln(10) = 2.30 to below 0.5."""
+    """Every worker's own model learns: from ln(10) = 2.30 to validation loss < 0.5 and
+    accuracy > 0.85 (measured: ~0.18 and ~0.95), last training losses < 0.6."""
     nodes = 4
     cfg = make_config("adpsgd", nodes, workload={"epochs": 8, "max_steps_per_epoch": 20})
     (run,), _ = run_torchrun([cfg])

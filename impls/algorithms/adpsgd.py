@@ -42,18 +42,17 @@ thus the thread's waiting, overlapped with compute).  Epochs are shared by all w
 Logged per step: ``gossip/staleness`` = averages applied to ``x_i`` between reading
 ``x_hat`` (step 1) and applying its gradient (step 3): for an active worker 1 if its
 own step-2 average landed before the gradient, else 0; for a passive one the number
-of requests it served meanwhile.  (The
-paper's analysis bounds the *global* number of updates in between; that needs a
-global clock, which this method does not have.)  ``gossip/steps_done`` (this
-worker's steps so far) and ``gossip/averages`` (pairwise averages so far).
+of requests it served meanwhile.  (The paper's analysis bounds the *global* number of
+updates in between, which needs a global clock this method does not have.)  Also
+``gossip/steps_done`` (this worker's steps so far), ``gossip/averages`` (so far).
 
 Hyperparameters:
 
 * ``peer_selection`` (``random``, the paper: a uniformly random neighbour each step;
   ``cyclic``: the graph's hop schedule by own step count, as the SGP repo's bilat
   gossip).  Random mixes more robustly when speeds differ; both are doubly stochastic.
-* ``timeout_s`` (300): the longest any wait may block before the run fails instead of
-  hanging (raise it only for very slow steps).
+* ``timeout_s`` (300): the longest the main thread waits for an average, or at ``close``
+  for the thread, before the run fails instead of hanging (raise it for very slow steps).
 
 Differences from the SGP repo's AD-PSGD (``gossip_module/ad_psgd.py``, the only public
 code; the authors' Torch/MPI code was never released): there, a gossip *process*

@@ -35,7 +35,19 @@ Which step each family overrides:
 * **Asynchronous** (AD-PSGD, async parameter server): a background thread owned by
   the algorithm talks to peers; ``computing`` holds the lock that makes the pairwise
   average atomic, and ``close`` drains the thread.  No method may add a global
-  barrier inside ``step``.
+  barrier inside ``step``.  Such a class sets ``barrier_free = True``, which changes
+  three things in the runtime (:class:`impls.runtime.loop.SharedSteps`):
+
+  - epochs are shared: epoch ``e`` ends when the workers *together* have taken
+    ``(e + 1) * steps_per_epoch * world`` steps (an atomic counter in the process
+    group's store, no barrier), so a fast worker takes more steps than a slow one;
+    each worker then evaluates its own model and writes its own epoch record
+    without waiting for the others (a worker that took no step in an epoch writes a
+    record with ``loss/train`` empty);
+  - ``consensus/distance`` is not measured per epoch (it needs a collective);
+  - in the last epoch ``close`` is called *before* the final evaluation and
+    checkpoint, so they see the drained models, and the consensus distance is then
+    measured once (all workers have finished training) and logged in that record.
 * **Parameter server** (sync, async, stale-synchronous, cyclic): the server rank
   returns ``False`` from ``is_worker`` and runs ``serve``; workers' ``step`` pushes
   gradients and pulls parameters.
@@ -82,6 +94,8 @@ class Algorithm:
 
     Config: ClassVar[type]
     name: ClassVar[str] = ""
+    #: asynchronous method: shared epochs, no per-epoch collective (module docstring)
+    barrier_free: ClassVar[bool] = False
 
     def __init__(self, cfg: Any, ctx: Context):
         self.cfg = cfg

@@ -9,6 +9,7 @@ owns only communication and the parameter update (protocol: :mod:`impls.protocol
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -33,9 +34,10 @@ from ..protocol import Context
 from ..provenance import config_hash, provenance
 from ..runconfig import lr_at, resolve
 from ..straggler import StragglerModel
-from .loop import batches, consensus_distance, evaluate, measure_compute
+from .loop import SharedSteps, batches, consensus_distance, evaluate, local_steps, measure_compute
 
 FAULT_ENV = "DISTREPRO_FAULT"  # "rank:step": that rank dies with exit code 17 at that step (tests)
+_RUN_IDS = itertools.count()  # runs started by this process: same sequence on every rank of a plan
 
 
 def _use_cuda(backend: str) -> bool:
@@ -166,22 +168,24 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
             "network": net.describe(), "resumed_from_epoch": start_epoch - 1 if start_epoch else None,
         }, indent=2))
 
+    # barrier-free (asynchronous) algorithms: epochs end by a shared step count, see SharedSteps
+    barrier_free, closed = getattr(algo, "barrier_free", False), False
+    shared = SharedSteps(f"distrepro/steps/{h}/{next(_RUN_IDS)}", data.train, sampler, steps_per_epoch, world,
+                         start_epoch, wl.loader_workers, device) if barrier_free else None
     t_start = time.perf_counter() - wall_offset
     comm.pop_counters()
     for epoch in range(start_epoch, wl.epochs):
-        sampler.set_epoch(epoch)
         model.train()
         t_epoch = time.perf_counter()
         sums: dict[str, float] = {}
         losses = []
-        for i, (x, y) in enumerate(batches(data.train, sampler, wl.loader_workers, device)):
-            if i >= steps_per_epoch:
-                break
-            gstep = epoch * steps_per_epoch + i
+        steps = shared.steps(epoch) if barrier_free else local_steps(
+            data.train, sampler, epoch, steps_per_epoch, wl.loader_workers, device)
+        for gstep, epoch_f, x, y in steps:
             if rank == fault_rank and gstep == fault_step:
                 os._exit(17)
             t0 = time.perf_counter()
-            lr = lr_at(o.lr, res.schedule, world, epoch + i / steps_per_epoch)
+            lr = lr_at(o.lr, res.schedule, world, epoch_f)
             algo.zero_grad()
             with algo.computing():
                 loss = F.cross_entropy(model(x), y)
@@ -202,11 +206,17 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
                       "comm/bytes_sent", "comm/bytes_recv", "comm/messages"):
                 sums[k] = sums.get(k, 0.0) + rec[k]
         epoch_s = time.perf_counter() - t_epoch
-        ep = {"loss/train": float(np.mean(losses)), "time/epoch_s": epoch_s, **sums, **algo.epoch_end(epoch)}
+        if barrier_free and epoch == wl.epochs - 1:  # drain in-flight exchanges before the final evaluation
+            algo.close()
+            closed = True
+            for k, v in comm.pop_counters().as_metrics().items():
+                sums[k] = sums.get(k, 0.0) + v
+        ep = {"loss/train": float(np.mean(losses)) if losses else float("nan"), "time/epoch_s": epoch_s, **sums,
+              **algo.epoch_end(epoch)}
         with algo.eval_params() as m:
             if wl.eval_ranks == "all" or rank == 0:
                 ep["loss/val"], ep["acc/val"] = evaluate(m, data.val, device, workers=wl.loader_workers)
-            if not getattr(algo, "barrier_free", False):
+            if not barrier_free or closed:  # barrier-free: once, after every worker has finished
                 ep["consensus/distance"] = consensus_distance(m, world)
         ep["time/wall_s"] = time.perf_counter() - t_start
         writer.write("epoch", epoch, (epoch + 1) * steps_per_epoch, ep)
@@ -219,5 +229,6 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
                                 "straggler": straggler.rng.getstate()},
                         "wall_s": ep["time/wall_s"], "metrics": writer.text()}, tmp)
             os.replace(tmp, ckpt_path)
-    algo.close()
+    if not closed:
+        algo.close()
     writer.close()

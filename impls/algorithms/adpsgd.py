@@ -1,0 +1,249 @@
+"""AD-PSGD: asynchronous decentralized parallel SGD with atomic pairwise averaging.
+
+Paper: Lian, Zhang, Zhang, Liu, "Asynchronous Decentralized Parallel Stochastic
+Gradient Descent", ICML 2018 (arXiv 1710.06952), Algorithm 1.  Every worker ``i``
+keeps its own model ``x_i`` and repeats, at its own pace, with no global barrier:
+
+1. read ``x_hat = x_i`` and compute a stochastic gradient ``g`` at ``x_hat`` on a
+   local batch (``computing``: ``x_hat`` is copied into the module's parameters);
+2. meanwhile average atomically with one neighbour ``j``: ``x_i = x_j = (x_i + x_j)/2``
+   (an active worker's background thread, overlapping step 1 and the straggler sleep);
+3. apply the gradient to the *current* model: ``x_i = x_i - lr * d(g)`` (``step``; ``d``
+   is the local optimizer's direction: momentum / Nesterov and weight decay stay local,
+   as in the paper's experiments; parameters only, buffers such as BN statistics stay
+   local).  An active worker then waits until its step-2 average has landed, so at most
+   one is in flight and the next read includes it (``gossip/wait_s``: this wait, the
+   only time the main thread waits for communication).
+
+Deadlock avoidance (paper Sec. 4): the bipartite exponential graph of
+:mod:`impls.topology` (odd ranks active, even ranks passive, every edge across the
+split).  Only active workers initiate an average; a passive worker's thread only
+answers, one request at a time, so no cycle of waits can form.  What is sent:
+
+* active ``a`` -> passive ``p``: ``[x_a, 1, a]`` (model, "request" flag, sender rank),
+  ``4 (#params + 2)`` bytes; ``p`` (receiving from any source) answers with ``x_p``
+  (``4 #params`` bytes) and, under its lock, sets ``x_p = (x_p + x_a) / 2`` in the same
+  critical section as it copied the reply, so its main thread cannot apply a gradient
+  in between.  ``a`` sets ``x_a += (x_p - x_a_sent) / 2``: equal to ``(x_a_sent + x_p)/2``
+  plus whatever gradient step ``a`` applied while the exchange was in flight, i.e.
+  exactly Algorithm 1's "average, then apply the gradient" (the two commute).  Both
+  sides average the same two models, so the sum of all models is conserved up to
+  rounding and no gradient step is lost.
+* one exchange per step of each active worker; passive workers exchange as often as
+  their active neighbours ask (a fast active neighbour averages a slow passive often).
+* at ``close`` each active worker sends ``[x, 0, a]`` ("done") to each neighbour;
+  passive threads stop when all their neighbours are done.
+
+All point-to-point traffic of a rank runs on its one background thread, through
+``ctx.comm`` (bytes and emulated network delays are counted there; ``time/comm_s`` is
+thus the thread's waiting, overlapped with compute).  Epochs are shared by all workers
+(``barrier_free``, see :mod:`impls.protocol`).
+
+Logged per step: ``gossip/staleness`` = averages applied to ``x_i`` between reading
+``x_hat`` (step 1) and applying its gradient (step 3): for an active worker 1 if its
+own step-2 average landed before the gradient, else 0; for a passive one the number
+of requests it served meanwhile.  (The paper's analysis bounds the *global* number of
+updates in between, which needs a global clock this method does not have.)  Also
+``gossip/steps_done`` (this worker's steps so far), ``gossip/averages`` (so far).
+
+Hyperparameters:
+
+* ``peer_selection`` (``random``, the paper: a uniformly random neighbour each step;
+  ``cyclic``: the graph's hop schedule by own step count, as the SGP repo's bilat
+  gossip).  Random mixes more robustly when speeds differ; both are doubly stochastic.
+* ``timeout_s`` (300): the longest the main thread waits for an average, or at ``close``
+  for the thread, before the run fails instead of hanging (raise it for very slow steps).
+
+Differences from the SGP repo's AD-PSGD (``gossip_module/ad_psgd.py``, the only public
+code; the authors' Torch/MPI code was never released): there, a gossip *process*
+averages continuously, independently of the gradient steps, passive ranks receive from
+their scheduled in-peer (a slow active stalls its passive's gossip) and reply with a
+model flattened before the receive, so the two sides can end with different models
+(not the paper's atomic average); gradient steps are applied inside the gossip process.
+Here, as in Algorithm 1: one atomic average per gradient step, passive ranks answer
+whoever asks first, and a failure in the thread fails the run (the SGP repo logs and
+drops the round).  The exchange runs over gloo with host-memory buffers: with NCCL
+(which cannot receive from any source) a gloo group is created for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch._utils import _flatten_dense_tensors
+
+from ..errors import ConfigError
+from ..protocol import Algorithm
+from ..topology import BipartiteExponential
+from . import register
+
+
+@dataclass
+class AdpsgdConfig:
+    peer_selection: str = field(default="random", metadata={"choices": ("random", "cyclic")})
+    timeout_s: float = 300.0
+
+    def validate(self, key: str) -> None:
+        if self.timeout_s <= 0:
+            raise ConfigError(f"{key}.timeout_s", f"must be > 0, got {self.timeout_s}")
+
+
+@register("adpsgd")
+class ADPSGD(Algorithm):
+    Config = AdpsgdConfig
+    name = "adpsgd"
+    barrier_free = True
+
+    def setup(self, model):
+        super().setup(model)
+        rank, world = self.ctx.rank, self.ctx.world
+        for t in list(model.parameters()) + list(model.buffers()):  # equal start (Algorithm 1)
+            self.comm.broadcast(t.data, src=0)
+        self.comm.pop_counters()
+        if world > 1 and dist.get_backend() != "gloo":  # NCCL cannot receive from any source
+            self.comm.group = dist.new_group(backend="gloo")  # this method's traffic only
+        self.graph = BipartiteExponential(world)  # ConfigError for an odd number of workers
+        self.active = self.graph.is_active(rank)
+        self.peers = self.graph.active_peers(rank)
+        self.params = list(self.optimizer.params)
+        # the shared x_i, in host memory (exchanged over gloo; copied to / from the device)
+        self.x = _flatten_dense_tensors([p.detach() for p in self.params]).to("cpu", copy=True)
+        n = self.n = self.x.numel()
+        self._out = torch.zeros(n + 2, dtype=self.x.dtype)  # [model, flag, sender]
+        self._in = torch.zeros(n + 2, dtype=self.x.dtype)
+        self._lock = threading.Lock()
+        self._requests: queue.Queue = queue.Queue()
+        self._done = threading.Event()
+        self._done.set()  # no average in flight
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._rng = random.Random(self.ctx.seed * 1_000_003 + rank)
+        self.averages = self.steps = self._read_at = 0
+
+    # -- x_i <-> module parameters (caller holds the lock or the thread is not running) --
+    @torch.no_grad()
+    def _to_params(self) -> None:
+        i = 0
+        for p in self.params:
+            p.copy_(self.x[i:i + p.numel()].view_as(p))
+            i += p.numel()
+
+    @torch.no_grad()
+    def _from_params(self) -> None:
+        self.x.copy_(_flatten_dense_tensors([p.detach() for p in self.params]))
+
+    # -- main thread -----------------------------------------------------------------
+    @contextlib.contextmanager
+    def computing(self):
+        self._start()
+        with self._lock:  # 1. read x_hat
+            self._to_params()
+            self._read_at = self.averages
+        if self.active and self.peers:  # 2. starts now, overlapping the gradient computation
+            self._done.clear()
+            self._requests.put(self._partner())
+        yield
+
+    def step(self, lr: float) -> dict[str, float]:
+        with self._lock:  # 3. x_i -= lr * d(g(x_hat)), on the current x_i
+            staleness = self.averages - self._read_at
+            self._to_params()
+            self.set_lr(lr)
+            self.optimizer.step()
+            self._from_params()
+        t0 = time.perf_counter()
+        if self.active and self.peers:  # at most one average in flight: this step's must land
+            self._wait(self._done.wait, "pairwise average")
+        self._raise()
+        self.steps += 1
+        return {"gossip/staleness": staleness, "gossip/steps_done": self.steps,
+                "gossip/averages": self.averages, "gossip/wait_s": time.perf_counter() - t0}
+
+    @contextlib.contextmanager
+    def eval_params(self):
+        with self._lock:
+            self._to_params()
+        yield self.model
+
+    def close(self) -> None:
+        self._start()  # a worker that took no step still answers / says done
+        if self._thread is not None:
+            if self.active:
+                self._requests.put(None)
+            self._wait(lambda t: (self._thread.join(t), not self._thread.is_alive())[1], "gossip thread to finish")
+            self._raise()
+        self._to_params()
+
+    def load_state_dict(self, state) -> None:
+        super().load_state_dict(state)
+        self._from_params()  # the runtime loaded the model's parameters just before
+
+    def _partner(self) -> int:
+        if self.cfg.peer_selection == "random":
+            return self._rng.choice(self.peers)
+        return self.graph.partner(self.ctx.rank, self.steps)
+
+    def _start(self) -> None:
+        if self._thread is None and self.peers:
+            self._thread = threading.Thread(target=self._run, name="adpsgd-gossip", daemon=True)
+            self._thread.start()
+
+    def _wait(self, wait, what: str) -> None:
+        deadline = time.monotonic() + self.cfg.timeout_s
+        while not wait(0.2):
+            if self._error is not None or not self._thread.is_alive():
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"adpsgd rank {self.ctx.rank}: waited over {self.cfg.timeout_s} s for {what}")
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"adpsgd rank {self.ctx.rank}: gossip thread failed") from self._error
+
+    # -- background thread: all of this rank's point-to-point traffic ------------------
+    def _run(self) -> None:
+        try:
+            self._active_loop() if self.active else self._passive_loop()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+            self._error = e
+        finally:
+            self._done.set()
+
+    def _active_loop(self) -> None:
+        n, me = self.n, float(self.ctx.rank)
+        while (peer := self._requests.get()) is not None:
+            with self._lock:
+                self._out[:n].copy_(self.x)
+            self._out[n], self._out[n + 1] = 1.0, me
+            hs = self.comm.isend(self._out, peer)
+            hr = self.comm.irecv(self._in[:n], peer)
+            hs.wait()
+            hr.wait()
+            with self._lock:  # x_a += (x_p - x_a_sent) / 2: keeps gradient steps taken meanwhile
+                self.x.add_(self._in[:n] - self._out[:n], alpha=0.5)
+                self.averages += 1
+            self._done.set()
+        self._out[n], self._out[n + 1] = 0.0, me
+        for p in self.peers:
+            self.comm.send(self._out, p)
+
+    def _passive_loop(self) -> None:
+        n, running = self.n, set(self.peers)
+        while running:
+            self.comm.irecv(self._in, None).wait()  # from any active neighbour
+            src = int(self._in[n + 1])
+            if self._in[n] == 0:
+                running.discard(src)
+                continue
+            with self._lock:  # reply with x_p and average, atomically w.r.t. the main thread
+                self._out[:n].copy_(self.x)
+                self.x.add_(self._in[:n]).mul_(0.5)
+                self.averages += 1
+            self.comm.send(self._out[:n], src)

@@ -448,7 +448,7 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
                      "settings": len(g), "reproduced": int((g["status"] == REPRODUCED).sum()),
                      "not_reproduced": int((g["status"] == NOT_REPRODUCED).sum()),
                      "not_comparable": int((g["status"] == NOT_COMPARABLE).sum()),
-                     "reason": "; ".join(dict.fromkeys(r for r in g["reason"] if r))})
+                     "reason": "; ".join(dict.fromkeys(r for r in g["reason"] if isinstance(r, str) and r))})
     return pd.DataFrame(rows, columns=["claim", "paper", "experiment", "statement", "status", "settings", "reproduced",
                                        "not_reproduced", "not_comparable", "reason"])
 

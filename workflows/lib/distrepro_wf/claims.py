@@ -99,11 +99,14 @@ def _schema(name: str) -> dict[str, Any]:
 
 
 def _first_error(validator: Draft202012Validator, doc: Any, where: str) -> None:
-    errors = sorted(validator.iter_errors(doc), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    # the most specific problem first: the deepest path, then document order
+    errors = sorted(validator.iter_errors(doc), key=lambda e: (-len(e.absolute_path), list(map(str, e.absolute_path))))
     if not errors:
         return
     e = errors[0]
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
+    if where.endswith(".yaml"):  # claims.yaml: claims[3].metric, like the checks after the schema
+        path = ": " + path.lstrip(".")
     if e.validator == "enum":
         msg = f"{e.instance!r} is not allowed; allowed values: {', '.join(map(str, e.validator_value))}"
     elif e.validator == "additionalProperties":
@@ -160,6 +163,29 @@ def load_numbers(path: Path, sources: pd.DataFrame | None = None, pages: Iterabl
     return df
 
 
+def _check_shape(c: dict[str, Any], where: str) -> None:
+    """What the schema leaves to us: which keys go with which comparison."""
+    cmp = c["compare"]
+    if cmp in ("ratio", "difference") and not c.get("b"):
+        raise ConfigError(f"{where}.b", f"compare {cmp!r} needs the second side b: {{method: ...}}")
+    if cmp in ("value", "absolute") and "b" in c:
+        raise ConfigError(f"{where}.b", f"compare {cmp!r} has one side (a); remove b or use ratio / difference")
+    if cmp == "absolute":
+        if "requires" not in c:
+            raise ConfigError(f"{where}.requires", "compare 'absolute' needs requires: {workload: ..., nodes: [...]}, "
+                                                   "the published setting a run must match")
+        if (c.get("published") or {}).get("value") is None:
+            raise ConfigError(f"{where}.published.value", "compare 'absolute' needs the published number")
+    elif "requires" in c:
+        raise ConfigError(f"{where}.requires", f"only compare 'absolute' takes requires (this is {cmp!r})")
+    v = c["expect"]["value"]
+    if c["expect"]["op"] == "between":
+        if not (isinstance(v, list) and v[0] <= v[1]):
+            raise ConfigError(f"{where}.expect.value", f"op 'between' needs [low, high] with low <= high, got {v!r}")
+    elif isinstance(v, list):
+        raise ConfigError(f"{where}.expect.value", f"op {c['expect']['op']!r} needs a number, got {v!r}")
+
+
 def _registered_algorithms() -> set[str]:
     from impls.algorithms import load_all
 
@@ -194,6 +220,7 @@ def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR) -> Published:
         if c["id"] in seen:
             raise ConfigError(f"{where}.id", "duplicate claim id")
         seen.add(c["id"])
+        _check_shape(c, where)
         if c["metric"] not in METRICS:
             raise ConfigError(f"{where}.metric", f"unknown metric {c['metric']!r}; known: {', '.join(METRICS)}")
         if c["paper"] not in papers:

@@ -10,22 +10,18 @@ except ConfigError as e:
     raise WorkflowError(f"invalid published numbers or claims: {e}") from None
 
 PAPERS = list(PUBLISHED.papers)
-PUBLISHED_FILES = [f"config/published/{f}" for f in ("numbers.csv", "sources.csv", "claims.yaml")]
+# absolute: the data lives in the repository, whatever the working directory (-d)
+PUBLISHED_FILES = [str(wfclaims.PUBLISHED_DIR / f) for f in ("numbers.csv", "sources.csv", "claims.yaml")]
 HARNESS_PAGE = "harness"
 PAGE_TITLES = {p: v["title"] for p, v in PUBLISHED.papers.items()} | {
     HARNESS_PAGE: "Harness baselines and other experiments"
 }
 
 
-def experiment_page(experiment):
-    """Report page (paper id) of an experiment: its `paper:` string matched to claims.yaml."""
-    paper = config["experiments"][experiment].get("paper")
-    return wfclaims.paper_of_experiment(PUBLISHED.papers, paper) or HARNESS_PAGE
-
-
-def experiment_category(wildcards):
-    """Category of Snakemake's native report: the paper an experiment reproduces."""
-    return PAGE_TITLES[experiment_page(wildcards.experiment)]
+# Report page (paper id) of an experiment: its `paper:` string matched to claims.yaml; and
+# the category of Snakemake's native report for a job with an {experiment} wildcard.
+experiment_page = lambda e: wfclaims.page_of_experiment(PUBLISHED.papers, config, e)
+experiment_category = lambda wildcards: PAGE_TITLES[experiment_page(wildcards.experiment)]
 
 
 rule compare:

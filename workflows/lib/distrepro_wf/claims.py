@@ -490,6 +490,12 @@ def paper_of_experiment(papers: dict[str, dict[str, Any]], paper: str | None) ->
     return None
 
 
+def page_of_experiment(papers: dict[str, dict[str, Any]], config: dict[str, Any], experiment: str,
+                       harness: str = "harness") -> str:
+    """Report page of an experiment: the paper its ``paper:`` names, else the harness page."""
+    return paper_of_experiment(papers, config["experiments"][experiment].get("paper")) or harness
+
+
 def read_tables(tables_dir: Path, experiments: Iterable[str]) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
     runs, failed = {}, {}
     for e in experiments:

@@ -101,6 +101,10 @@ def test_every_page_table_and_image_loads(browser, rendered, tmp_path):
     # the failed run is listed on the front page
     assert "rank 2 exited with code 17" in browser.find_element("id", "failed").find_element(
         "xpath", "following-sibling::table").text
+    # the configured run that is in neither table is listed as missing
+    absent = browser.find_element("id", "absent").find_element("xpath", "following-sibling::table")
+    cells = [td.text for td in absent.find_elements("css selector", "tbody tr td")]
+    assert cells == ["sgp", "osgp", "4", "none", "2"], cells
     links = [a.get_attribute("href") for a in browser.find_elements("css selector", "table.papers a")]
     assert sorted(links) == sorted(p.as_uri() for p in pages[1:])  # every paper page and the harness page
     _screenshot(browser, "report-index.png", tmp_path)

@@ -23,7 +23,7 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from . import claims as wfclaims
-from .config import WORKFLOW_DIR
+from .config import WORKFLOW_DIR, expand
 
 TEMPLATES = WORKFLOW_DIR / "report" / "templates"
 HARNESS_PAGE = "harness"
@@ -244,12 +244,13 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
     failed_df = pd.concat(failed_all, ignore_index=True) if failed_all else pd.DataFrame()
     missing = summary[summary["status"] == wfclaims.NOT_COMPARABLE][["paper", "claim", "experiment", "reason"]]
     no_runs = [e for e in experiments if _read(tables_dir / e / "runs.csv").empty]
+    absent = _absent_runs(experiments, config, tables_dir)
     benches = [{"name": p.name, "table": _html_table(pd.read_csv(p).tail(20))} for p in sorted(Path(bench_dir).glob("*.csv"))]
     index = env.get_template("index.html.j2").render(
         papers=index_rows, n_failed=len(failed_df), generated=generated,
         failed=_html_table(failed_df[[c for c in ("experiment", "method", "nodes", "straggler", "seed", "reason", "log")
                                       if c in failed_df]]) if len(failed_df) else "",
-        missing=missing.to_dict("records"), no_runs=no_runs,
+        missing=missing.to_dict("records"), no_runs=no_runs, absent=_html_table(absent) if len(absent) else "",
         totals=summary["status"].value_counts().to_dict(), n_claims=len(summary),
         n_numbers=len(published.numbers), n_verified=int((published.numbers["verified"] == "yes").sum()),
         provenance=_html_table(pd.concat(prov).drop_duplicates()) if prov else "<p><em>no runs</em></p>",
@@ -258,6 +259,21 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
     _write(out, index)
     written.insert(0, out)
     return written
+
+
+def _absent_runs(experiments: list[str], config: dict[str, Any], tables_dir: Path) -> pd.DataFrame:
+    """Runs of the configured grid that are in neither runs.csv nor failed.csv (e.g. never collected)."""
+    keys = ["experiment", "method", "nodes", "straggler", "seed"]
+    rows = []
+    for e in experiments:
+        seen = set()
+        for name in ("runs.csv", "failed.csv"):
+            t = _read(tables_dir / e / name)
+            if not t.empty:
+                seen |= {(m, int(n), str(st), int(sd)) for m, n, st, sd in
+                         zip(t["method"], t["nodes"], t["straggler"], t["seed"])}
+        rows += [r._asdict() for r in expand(config, [e]) if (r.method, r.nodes, r.straggler, r.seed) not in seen]
+    return pd.DataFrame(rows, columns=keys)
 
 
 def _write(path: Path, text: str) -> None:

@@ -21,6 +21,7 @@ if not workflow.overwrite_configfiles:
 include: "workflows/rules/common.smk"
 include: "workflows/rules/train.smk"
 include: "workflows/rules/collect.smk"
+include: "workflows/rules/compare.smk"
 include: "workflows/rules/report.smk"
 include: "workflows/rules/bench.smk"
 

@@ -1,6 +1,11 @@
-# Plots per experiment (own rule), then the HTML report that links them.
+# Plots per experiment (own rule), then the HTML report: reports/index.html (front page)
+# and reports/papers/<paper>.html (one page per paper of config/published/claims.yaml,
+# plus the harness page).  The same figures and claim tables are registered with
+# report() for `snakemake --report report.html`, categorized by paper.
+# Needs PUBLISHED, PAPERS, PAGE_TITLES, HARNESS_PAGE, experiment_category (compare.smk).
 
-FIGURES = ["loss_vs_epoch", "acc_vs_wall", "epoch_time_vs_nodes"]
+FIGURES = ["loss_vs_epoch", "acc_vs_wall", "epoch_time_vs_nodes", "straggler_sensitivity", "to_target"]
+REPORT_PAGES = PAPERS + [HARNESS_PAGE]
 
 
 rule plot:
@@ -11,9 +16,10 @@ rule plot:
         [
             report(
                 f"reports/figures/{{experiment}}/{name}.png",
-                category="{experiment}",
-                subcategory="Figures",
-                labels={"figure": name},
+                caption=f"../report/captions/{name}.rst",
+                category=experiment_category,
+                subcategory="{experiment}",
+                labels={"figure": name, "experiment": "{experiment}"},
             )
             for name in FIGURES
         ],
@@ -28,8 +34,11 @@ rule report:
         tables=expand("results/tables/{experiment}/runs.csv", experiment=EXPERIMENTS),
         failed=expand("results/tables/{experiment}/failed.csv", experiment=EXPERIMENTS),
         figures=expand("reports/figures/{experiment}/{name}.png", experiment=EXPERIMENTS, name=FIGURES),
+        claims="results/tables/claims.csv",
+        published=PUBLISHED_FILES,
     output:
-        "reports/index.html",
+        index="reports/index.html",
+        pages=[f"reports/papers/{p}.html" for p in REPORT_PAGES],
     params:
         experiments=EXPERIMENTS,
         config=config,

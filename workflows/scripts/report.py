@@ -1,12 +1,18 @@
-"""Snakemake script of rule ``report``: reports/index.html."""
+"""Snakemake script of rule ``report``: reports/index.html and one page per paper."""
 
 import logging
 from pathlib import Path
 
+import pandas as pd
+
+from distrepro_wf import claims
 from distrepro_wf.report import build
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")
-build(list(sm.params.experiments), dict(sm.params.config), Path("results/tables"), Path(sm.output[0]),
-      Path("results/bench"), list(sm.params.configfiles))
-logging.info("wrote %s", sm.output[0])
+config = dict(sm.params.config)
+pages = build(list(sm.params.experiments), config, Path("results/tables"), Path(sm.output.index),
+              Path("results/bench"), list(sm.params.configfiles), claims.load(config),
+              pd.read_csv(sm.input.claims))
+for p in pages:
+    logging.info("wrote %s", p)

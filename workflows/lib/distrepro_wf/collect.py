@@ -3,8 +3,9 @@
 * ``epochs``: one row per (run, epoch), aggregated over ranks: losses, accuracy and
   bytes are means over ranks; times are the maximum over ranks (a synchronous epoch
   lasts as long as its slowest rank).
-* ``runs``: one row per run: final / best validation accuracy, time per epoch,
-  time to the workload's target accuracy, bytes per epoch, with provenance.
+* ``runs``: one row per run: final / best validation accuracy, time per epoch and per
+  step, time to the workload's target accuracy, bytes per epoch and per step (steps per
+  epoch from ``run/runinfo.json``), final consensus distance, with provenance.
 * ``failed``: one row per run whose outcome is ``failed`` (never in the others).
 """
 
@@ -41,6 +42,7 @@ def load_run(outcome_path: Path) -> tuple[dict, pd.DataFrame | None]:
     recs = read_jsonl(sorted((run_dir / "metrics").glob("rank*.jsonl")))
     ep = pd.DataFrame([r for r in recs if r["kind"] == "epoch"])
     cfg = json.loads((run_dir / "config.json").read_text())
+    runinfo = json.loads((run_dir / "runinfo.json").read_text()) if (run_dir / "runinfo.json").exists() else {}
     prov = json.loads((run_dir / "provenance.json").read_text())
     agg = {c: "mean" for c in MEAN_COLS if c in ep} | {c: "max" for c in MAX_COLS if c in ep}
     if "acc/val" in ep:
@@ -54,7 +56,9 @@ def load_run(outcome_path: Path) -> tuple[dict, pd.DataFrame | None]:
             "target_acc": cfg["workload"].get("target_acc"), "epochs": cfg["workload"]["epochs"],
             "config_hash": prov["config_hash"], "git_commit": prov["git_commit"], "host": prov["host"],
             "torch": prov["versions"].get("torch"), "python": prov["versions"].get("python"),
-            "started_at": prov["started_at"]}
+            "started_at": prov["started_at"], "steps_per_epoch": runinfo.get("steps_per_epoch"),
+            "params": runinfo.get("params"), "cpu_count": prov.get("cpu_count"), "platform": prov.get("platform"),
+            "device": prov.get("device")}
     return info, table
 
 
@@ -66,6 +70,11 @@ def summarize(info: dict, t: pd.DataFrame) -> dict:
     row["time_per_epoch_s"] = float(t["time/epoch_s"].mean())
     row["wall_s"] = float(t["time/wall_s"].iloc[-1])
     row["bytes_sent_per_epoch"] = float(t["comm/bytes_sent"].mean())
+    steps = info.get("steps_per_epoch")
+    row["bytes_per_step"] = row["bytes_sent_per_epoch"] / steps if steps else np.nan
+    row["time_per_step_s"] = row["time_per_epoch_s"] / steps if steps else np.nan
+    row["final_consensus_distance"] = (float(t["consensus/distance"].iloc[-1]) if "consensus/distance" in t
+                                       else np.nan)
     row["comm_s_per_epoch"] = float(t["time/comm_s"].mean())
     row["straggler_delay_s_per_epoch"] = float(t["time/straggler_delay_s"].mean())
     target = info.get("target_acc")

@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
@@ -22,10 +23,10 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
-def _empty(path: Path, title: str) -> None:
+def _empty(path: Path, title: str, why: str = "no completed runs") -> None:
     fig, ax = plt.subplots(figsize=(5, 2))
     ax.axis("off")
-    ax.text(0.5, 0.5, f"{title}: no completed runs", ha="center", va="center")
+    ax.text(0.5, 0.5, f"{title}: {why}", ha="center", va="center")
     _save(fig, path)
 
 
@@ -80,5 +81,68 @@ def epoch_time_vs_nodes(runs: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
+def straggler_sensitivity(runs: pd.DataFrame, path: Path) -> None:
+    """Time per epoch under each straggler setting relative to no straggler, per method and node count."""
+    if runs.empty:
+        return _empty(path, "straggler sensitivity")
+    ss = _stragglers(runs)
+    if len(ss) < 2:
+        return _empty(path, "straggler sensitivity", f"only the setting {ss[0]!r} was run")
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for (m, n), g in runs.groupby(["method", "nodes"]):
+        t = g.groupby("straggler")["time_per_epoch_s"].mean()
+        base = t.get("none")
+        xs = [s for s in ss if s in t.index]
+        ys = [t[s] / base if base else t[s] for s in xs]
+        ax.plot([ss.index(x) for x in xs], ys, marker="o", ms=4, label=_label(m, n))
+    ax.set_xticks(range(len(ss)), ss)
+    ax.axhline(1.0, color="#888", lw=0.8, ls="--")
+    ax.set(xlabel="straggler setting", ylabel="time per epoch / time without straggler")
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def _mean_ci(v: pd.Series) -> tuple[float, float, float]:
+    from .claims import bootstrap_ci
+
+    v = v.dropna().reset_index(drop=True)
+    if v.empty:
+        return np.nan, np.nan, np.nan
+    lo, hi = bootstrap_ci("value", v, None)
+    return float(v.mean()), lo, hi
+
+
+def to_target(runs: pd.DataFrame, path: Path) -> None:
+    """Time and bytes to the workload's target accuracy, mean and 95% bootstrap CI over seeds."""
+    if runs.empty or "time_to_target_s" not in runs:
+        return _empty(path, "time / bytes to target accuracy")
+    s0 = _stragglers(runs)[0]
+    sub = runs[runs["straggler"] == s0]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, col, ylabel in ((axes[0], "time_to_target_s", "wall time to target (s)"),
+                            (axes[1], "bytes_to_target", "bytes sent per rank to target")):
+        labels, means, errs, notes = [], [], [[], []], []
+        for (m, n), g in sub.groupby(["method", "nodes"]):
+            mean, lo, hi = _mean_ci(g[col])
+            labels.append(_label(m, n))
+            means.append(0.0 if np.isnan(mean) else mean)
+            errs[0].append(0.0 if np.isnan(lo) else mean - lo)
+            errs[1].append(0.0 if np.isnan(hi) else hi - mean)
+            reached = int(g[col].notna().sum())
+            notes.append("" if reached == len(g) else f"{len(g) - reached}/{len(g)} not reached")
+        x = np.arange(len(labels))
+        ax.bar(x, means, yerr=errs, capsize=3, color="#6a8fbf")
+        for xi, note, mv in zip(x, notes, means):
+            if note:
+                ax.text(xi, mv, note, ha="center", va="bottom", fontsize=7, color="#a00")
+        ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
+        ax.set(ylabel=ylabel)
+    target = runs["target_acc"].dropna().iloc[0] if "target_acc" in runs and runs["target_acc"].notna().any() else None
+    fig.suptitle(f"target top-1 {target}; straggler setting {s0}; bars: mean over seeds, whiskers: 95% bootstrap CI",
+                 fontsize=9)
+    _save(fig, path)
+
+
 FIGURES = {"loss_vs_epoch": ("epochs", loss_vs_epoch), "acc_vs_wall": ("epochs", acc_vs_wall),
-           "epoch_time_vs_nodes": ("runs", epoch_time_vs_nodes)}
+           "epoch_time_vs_nodes": ("runs", epoch_time_vs_nodes),
+           "straggler_sensitivity": ("runs", straggler_sensitivity), "to_target": ("runs", to_target)}

@@ -1,31 +1,45 @@
-"""The standalone HTML report: reports/index.html.
+"""The standalone HTML report: ``reports/index.html`` and ``reports/papers/<paper>.html``.
 
-Per experiment: its setting, figures (each with the command that regenerates it),
-a summary table (mean and std over seeds), and the runs that failed; then the
-provenance of the runs and any benchmark CSVs present under results/bench/.
+Front page: every paper with its claim statuses, the failed runs, the claims that could
+not be compared (missing experiments, settings or runs) and the provenance.  A paper
+page: its claims (status per setting, measured value with bootstrap CI, published value,
+gap), the published numbers beside ours (absolute numbers only where a run's setting
+matches the published one, otherwise "not comparable" with the reason), and per
+experiment its figures (each with the command and config that regenerate it, the
+hardware and the run time), summary table and failed runs.  Experiments whose ``paper``
+matches no paper of claims.yaml go to the harness page.
 """
 
 from __future__ import annotations
 
-import html
+import datetime as _dt
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from .config import WORKFLOW_DIR
+from . import claims as wfclaims
+from .config import WORKFLOW_DIR, expand
 
 TEMPLATES = WORKFLOW_DIR / "report" / "templates"
+HARNESS_PAGE = "harness"
+HARNESS_TITLE = "Harness baselines and other experiments"
 FIGURE_TITLES = {
     "loss_vs_epoch": "Convergence per epoch (training loss, validation accuracy)",
     "acc_vs_wall": "Validation accuracy against wall-clock time, per straggler setting",
     "epoch_time_vs_nodes": "Time per epoch against the number of workers, per straggler setting",
+    "straggler_sensitivity": "Straggler sensitivity: time per epoch relative to no straggler",
+    "to_target": "Time-to-accuracy and bytes-to-accuracy (95% bootstrap CI over seeds)",
 }
 SUMMARY_COLS = {"final_acc": "final top-1", "time_per_epoch_s": "s / epoch", "time_to_target_s": "s to target",
                 "bytes_sent_per_epoch": "bytes sent / epoch / rank", "straggler_delay_s_per_epoch":
                 "straggler s / epoch"}
+STATUS_CLASS = {wfclaims.REPRODUCED: "st-ok", wfclaims.NOT_REPRODUCED: "st-fail",
+                wfclaims.NOT_COMPARABLE: "st-nc"}
 
 
 def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -34,6 +48,8 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
     g = runs.groupby(["method", "nodes", "straggler"])
     out = g.size().rename("seeds").to_frame()
     for col, name in SUMMARY_COLS.items():
+        if col not in runs:
+            continue
         m, s = g[col].mean(), g[col].std().fillna(0)
         fmt = "{:.3g}" if "bytes" in col else "{:.3f}"
         out[name] = [("n/a" if pd.isna(a) else f"{fmt.format(a)} ± {fmt.format(b)}") for a, b in zip(m, s)]
@@ -46,44 +62,222 @@ def _html_table(df: pd.DataFrame, cls: str = "table") -> str:
     return df.to_html(index=False, classes=cls, border=0, escape=True, na_rep="n/a")
 
 
-def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out: Path,
-          bench_dir: Path, configfiles: list[str] | None = None) -> str:
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, (int, float)):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _read(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path) if path.exists() else pd.DataFrame()
+
+
+def _hardware(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return "no completed runs"
+    cols = [c for c in ("host", "cpu_count", "platform", "device", "torch") if c in runs]
+    parts = []
+    for _, r in runs[cols].drop_duplicates().iterrows():
+        d = {c: r[c] for c in cols if not pd.isna(r[c])}
+        parts.append(", ".join(f"{k} {v}" for k, v in d.items()))
+    return "; ".join(parts)
+
+
+def _runtime(runs: pd.DataFrame) -> str:
+    if runs.empty or "wall_s" not in runs:
+        return "n/a"
+    w = runs["wall_s"].astype(float)
+    return (f"{len(runs)} run(s), training wall time {w.sum():.1f} s in total "
+            f"(median {w.median():.2f} s, max {w.max():.2f} s per run)")
+
+
+def _claim_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
+    rows = []
+    for _, r in results.iterrows():
+        setting = ("" if pd.isna(r["nodes"]) else f"n={int(r['nodes'])}, {r['straggler']}")
+        ci = ("" if pd.isna(r["ci_low"]) else f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]")
+        rows.append({"claim": r["claim"], "statement": r["statement"], "experiment": r["experiment"],
+                     "setting": setting, "status": r["status"], "cls": STATUS_CLASS[r["status"]],
+                     "reason": "" if pd.isna(r["reason"]) else r["reason"],
+                     "measured": _fmt(r["measured"]), "unit": "" if pd.isna(r["unit"]) else r["unit"], "ci": ci,
+                     "robust": "" if pd.isna(r["robust"]) else r["robust"],
+                     "seeds": "" if r["status"] == wfclaims.NOT_COMPARABLE and not r["seeds_a"]
+                     else f"{int(r['seeds_a'])}" + (f" / {int(r['seeds_b'])}" if r["compare"] in ("ratio", "difference")
+                                                    else ""),
+                     "expected": r["expected"], "published": _fmt(r["published"]),
+                     "published_note": "" if pd.isna(r["published_note"]) else r["published_note"],
+                     "gap": _fmt(r["gap"], 3), "metric": r["metric"],
+                     "sources": str(r["sources"]).split()})
+    return rows
+
+
+def _published_rows(numbers: pd.DataFrame, claims_list: list[dict[str, Any]], results: pd.DataFrame,
+                    page_experiments: list[str], config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each published number of a page beside ours: measured only through an absolute claim whose
+    setting matched; otherwise "not comparable" with the reason."""
+    absolute = {}
+    for c in claims_list:
+        if c["compare"] == "absolute":
+            for s in c["sources"]:
+                absolute.setdefault(s, []).append(c["id"])
+    if page_experiments:
+        ours = "; ".join(f"{e}: {config['experiments'][e]['workload']} on nodes "
+                         f"{sorted({int(n) for m in config['experiments'][e]['methods'].values() for n in ((m or {}).get('nodes') or config['experiments'][e]['nodes'])})}"
+                         for e in page_experiments)
+        default_reason = f"not comparable: reduced scale (ours: {ours}); no run at the published setting"
+    else:
+        default_reason = "not comparable: no experiment of this paper in the config"
+    rows = []
+    for _, n in numbers.iterrows():
+        value = n["value"] if n["relation"] in ("=", "text") else (
+            n["value"].replace("..", "–") if n["relation"] == "range" else f"{n['relation']} {n['value']}")
+        ours, cls = default_reason, "st-nc"
+        if n["verified"] == "NOT RETRIEVED":
+            ours = "not comparable: the number has not been retrieved from the paper yet"
+        for cid in absolute.get(n["id"], []):
+            r = results[results["claim"] == cid]
+            if r.empty:
+                continue
+            ok = r[r["status"] != wfclaims.NOT_COMPARABLE]
+            if len(ok):
+                x = ok.iloc[0]
+                ci = "" if pd.isna(x["ci_low"]) else f" [{_fmt(x['ci_low'])}, {_fmt(x['ci_high'])}]"
+                ours = f"{_fmt(x['measured'])} {x['unit']}{ci} (claim {cid}: {x['status']})"
+                cls = STATUS_CLASS[x["status"]]
+            else:
+                ours = f"not comparable: {r.iloc[0]['reason']} (claim {cid})"
+        rows.append({"id": n["id"], "paper": n["paper"], "source": n["source"], "location": n["location"],
+                     "workload": n["workload"], "method": n["method"], "nodes": n["nodes"], "gpus": n["gpus"],
+                     "setting": n["setting"], "metric": n["metric"], "value": value or "—", "unit": n["unit"],
+                     "verified": n["verified"], "checked": n["checked"], "ours": ours, "cls": cls,
+                     "vcls": "v-yes" if n["verified"] == "yes" else "v-no"})
+    return rows
+
+
+def _experiment_section(e: str, config: dict[str, Any], tables_dir: Path, out_dir: Path, page_dir: Path,
+                        cfg_arg: str) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+    exp = config["experiments"][e]
+    runs = _read(tables_dir / e / "runs.csv")
+    failed = _read(tables_dir / e / "failed.csv")
+    cfg_files = "config/config.yaml" + (f" {cfg_arg}" if cfg_arg else "")
+    hardware, runtime = _hardware(runs), _runtime(runs)
+    figs = [{"src": os.path.relpath(out_dir / "figures" / e / f"{name}.png", page_dir), "title": t, "name": name,
+             "cmd": " ".join(f"snakemake --cores 2 {cfg_arg} reports/figures/{e}/{name}.png".split()),
+             "config": cfg_files, "hardware": hardware, "runtime": runtime}
+            for name, t in FIGURE_TITLES.items()]
+    wl = config["workloads"].get(exp["workload"], {})
+    section = {
+        "name": e, "title": exp.get("title", e), "paper": exp.get("paper"),
+        "workload": exp["workload"], "network": exp.get("network", "none"),
+        "grid": f"methods {', '.join(exp['methods'])} x nodes {exp['nodes']} x stragglers "
+                f"{exp['stragglers']} x seeds {exp['seeds']}",
+        "config_yaml": yaml.safe_dump({"experiments": {e: exp}, "workloads": {exp["workload"]: wl}},
+                                      sort_keys=False, default_flow_style=None),
+        "figures": figs, "summary": _html_table(summary_table(runs)),
+        "n_ok": len(runs), "n_failed": len(failed), "failed": _html_table(failed[
+            [c for c in ("method", "nodes", "straggler", "seed", "reason", "log") if c in failed]]),
+        "hardware": hardware, "runtime": runtime,
+    }
+    return section, runs, failed
+
+
+def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out: Path, bench_dir: Path,
+          configfiles: list[str] | None = None, published: wfclaims.Published | None = None,
+          results: pd.DataFrame | None = None) -> list[Path]:
+    """Write ``out`` (index.html) and ``out.parent/papers/<page>.html``; return the written paths."""
     out = Path(out)
+    out_dir = out.parent
+    page_dir = out_dir / "papers"
+    published = published or wfclaims.load(config)
+    if results is None:
+        runs_t, failed_t = wfclaims.read_tables(tables_dir, experiments)
+        results = wfclaims.evaluate(published, config, runs_t, failed_t)
+    summary = wfclaims.summarize(results) if len(results) else pd.DataFrame(columns=["claim", "paper", "status"])
     cfg_arg = " ".join(f"--configfile {c}" for c in (configfiles or []))
-    sections, failed_all, prov = [], [], []
-    for e in experiments:
-        exp = config["experiments"][e]
-        runs = pd.read_csv(tables_dir / e / "runs.csv")
-        failed = pd.read_csv(tables_dir / e / "failed.csv")
-        failed_all.append(failed)
-        if not runs.empty:
-            prov.append(runs[["git_commit", "torch", "python", "host"]].drop_duplicates())
-        figs = [{"src": os.path.relpath(out.parent / "figures" / e / f"{name}.png", out.parent), "title": t,
-                 "cmd": f"snakemake --cores 2 {cfg_arg} reports/figures/{e}/{name}.png".replace("  ", " ")}
-                for name, t in FIGURE_TITLES.items()]
-        sections.append({
-            "name": e, "title": exp.get("title", e), "paper": exp.get("paper"),
-            "workload": exp["workload"], "network": exp.get("network", "none"),
-            "grid": f"methods {', '.join(exp['methods'])} x nodes {exp['nodes']} x stragglers "
-                    f"{exp['stragglers']} x seeds {exp['seeds']}",
-            "figures": figs, "summary": _html_table(summary_table(runs)),
-            "n_ok": len(runs), "n_failed": len(failed), "failed": _html_table(failed[
-                [c for c in ("method", "nodes", "straggler", "seed", "reason", "log") if c in failed]]),
-        })
-    failed_df = pd.concat(failed_all, ignore_index=True) if failed_all else pd.DataFrame()
-    benches = []
-    for p in sorted(Path(bench_dir).glob("*.csv")):
-        benches.append({"name": p.name, "table": _html_table(pd.read_csv(p).tail(20))})
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
-    page = env.get_template("index.html.j2").render(
-        sections=sections, n_failed=len(failed_df),
-        failed=_html_table(failed_df[[c for c in ("experiment", "method", "nodes", "straggler", "seed", "reason")
+    generated = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+    pages: dict[str, list[str]] = {p: [] for p in published.papers} | {HARNESS_PAGE: []}
+    for e in experiments:
+        pid = wfclaims.paper_of_experiment(published.papers, config["experiments"][e].get("paper"))
+        pages[pid or HARNESS_PAGE].append(e)
+    titles = {p: v["title"] for p, v in published.papers.items()} | {HARNESS_PAGE: HARNESS_TITLE}
+
+    failed_all, prov, written, index_rows = [], [], [], []
+    for pid, exps in pages.items():
+        sections = []
+        for e in exps:
+            s, runs, failed = _experiment_section(e, config, tables_dir, out_dir, page_dir, cfg_arg)
+            sections.append(s)
+            if len(failed):
+                failed_all.append(failed.assign(experiment=e))
+            if not runs.empty:
+                prov.append(runs[[c for c in ("git_commit", "torch", "python", "host", "cpu_count", "platform")
+                                  if c in runs]].drop_duplicates())
+        res = results[results["paper"] == pid]
+        summ = summary[summary["paper"] == pid]
+        paper_claims = [c for c in published.claims if c["paper"] == pid]
+        numbers = published.numbers[published.numbers["page"] == pid]
+        srcs = sorted({k for s in numbers["source"] for k in s.split("+") if k != "-"})
+        info = published.papers.get(pid, {"title": HARNESS_TITLE, "citation": "Experiments of the harness itself "
+                                          "and experiments whose paper matches no paper of claims.yaml."})
+        page = env.get_template("paper.html.j2").render(
+            pid=pid, title=titles[pid], info=info, sections=sections, claims=_claim_rows(res),
+            counts=summ["status"].value_counts().to_dict(),
+            published=_published_rows(numbers, paper_claims, results, exps, config),
+            sources=published.sources[published.sources["key"].isin(srcs)].to_dict("records"),
+            generated=generated, regen=" ".join(f"snakemake --cores 2 {cfg_arg} reports/papers/{pid}.html".split()),
+            status_class=STATUS_CLASS)
+        path = page_dir / f"{pid}.html"
+        _write(path, page)
+        written.append(path)
+        verified = int((numbers["verified"] == "yes").sum())
+        index_rows.append({"pid": pid, "title": titles[pid], "citation": info.get("citation", ""),
+                           "experiments": exps, "n_numbers": len(numbers), "n_verified": verified,
+                           "counts": summ["status"].value_counts().to_dict(), "n_claims": len(summ),
+                           "seed": info.get("seed", pid != HARNESS_PAGE),
+                           "n_runs_failed": sum(s["n_failed"] for s in sections),
+                           "n_runs_ok": sum(s["n_ok"] for s in sections)})
+
+    failed_df = pd.concat(failed_all, ignore_index=True) if failed_all else pd.DataFrame()
+    missing = summary[summary["status"] == wfclaims.NOT_COMPARABLE][["paper", "claim", "experiment", "reason"]]
+    no_runs = [e for e in experiments if _read(tables_dir / e / "runs.csv").empty]
+    absent = _absent_runs(experiments, config, tables_dir)
+    benches = [{"name": p.name, "table": _html_table(pd.read_csv(p).tail(20))} for p in sorted(Path(bench_dir).glob("*.csv"))]
+    index = env.get_template("index.html.j2").render(
+        papers=index_rows, n_failed=len(failed_df), generated=generated,
+        failed=_html_table(failed_df[[c for c in ("experiment", "method", "nodes", "straggler", "seed", "reason", "log")
                                       if c in failed_df]]) if len(failed_df) else "",
+        missing=missing.to_dict("records"), no_runs=no_runs, absent=_html_table(absent) if len(absent) else "",
+        totals=summary["status"].value_counts().to_dict(), n_claims=len(summary),
+        n_numbers=len(published.numbers), n_verified=int((published.numbers["verified"] == "yes").sum()),
         provenance=_html_table(pd.concat(prov).drop_duplicates()) if prov else "<p><em>no runs</em></p>",
-        benches=benches, regen=html.escape(f"snakemake --cores 2 {cfg_arg}".strip()),
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(page)
-    tmp.replace(out)
-    return page
+        benches=benches, regen=" ".join(f"snakemake --cores 2 {cfg_arg}".split()),
+        status_class=STATUS_CLASS)
+    _write(out, index)
+    written.insert(0, out)
+    return written
+
+
+def _absent_runs(experiments: list[str], config: dict[str, Any], tables_dir: Path) -> pd.DataFrame:
+    """Runs of the configured grid that are in neither runs.csv nor failed.csv (e.g. never collected)."""
+    keys = ["experiment", "method", "nodes", "straggler", "seed"]
+    rows = []
+    for e in experiments:
+        seen = set()
+        for name in ("runs.csv", "failed.csv"):
+            t = _read(tables_dir / e / name)
+            if not t.empty:
+                seen |= {(m, int(n), str(st), int(sd)) for m, n, st, sd in
+                         zip(t["method"], t["nodes"], t["straggler"], t["seed"])}
+        rows += [r._asdict() for r in expand(config, [e]) if (r.method, r.nodes, r.straggler, r.seed) not in seen]
+    return pd.DataFrame(rows, columns=keys)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

@@ -1,0 +1,123 @@
+"""A small, well-formed results set in the report's input format (results/tables/<experiment>/
+{epochs,runs,failed}.csv), built through the real ``collect.summarize``, and a config to go
+with it.  Numbers are made up but shaped like real runs: it is the report's input, not a mock.
+
+Experiments: ``baseline`` (no paper -> harness page) and ``sgp`` (the SGP paper), with one
+failed run, a method that never reaches the target, and a configured method with no runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from distrepro_wf import claims as wfclaims
+from distrepro_wf.collect import KEYS, summarize, write_atomic
+
+WORKLOAD = {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]}, "batch_size": 16, "epochs": 4,
+            "target_acc": 0.8}
+
+CONFIG: dict[str, Any] = {
+    "experiments": {
+        "baseline": {"title": "baseline", "paper": None, "workload": "digits_mlp", "network": "none",
+                     "nodes": [1, 2], "stragglers": ["none", "slow1x4"], "seeds": [1, 2, 3],
+                     "methods": {"allreduce_sgd": {}, "serial_sgd": {"nodes": [1]}}},
+        "sgp": {"title": "SGP against AR-SGD", "paper": "SGP (Assran+ 2019)", "workload": "digits_mlp",
+                "network": "resnet50_10gbe", "nodes": [4], "stragglers": ["none"], "seeds": [1, 2, 3],
+                "methods": {"allreduce_sgd": {}, "dpsgd": {}, "sgp_1peer": {}, "sgp_2peer": {},
+                            "osgp": {"seeds": [1, 2]}}},
+    },
+    "workloads": {"digits_mlp": WORKLOAD},
+    "stragglers": {"none": {"kind": "none"}, "slow1x4": {"kind": "fixed", "ranks": [-1], "factor": 4}},
+}
+
+# (experiment, method, nodes, straggler) -> (time per epoch s, final accuracy, bytes per epoch)
+SPEC = {
+    ("baseline", "allreduce_sgd", 1, "none"): (0.10, 0.95, 0.0),
+    ("baseline", "allreduce_sgd", 1, "slow1x4"): (0.40, 0.95, 0.0),
+    ("baseline", "allreduce_sgd", 2, "none"): (0.12, 0.95, 2e5),
+    ("baseline", "allreduce_sgd", 2, "slow1x4"): (0.30, 0.95, 2e5),
+    ("baseline", "serial_sgd", 1, "none"): (0.10, 0.96, 0.0),
+    ("baseline", "serial_sgd", 1, "slow1x4"): (0.40, 0.96, 0.0),
+    ("sgp", "allreduce_sgd", 4, "none"): (0.50, 0.95, 4e5),
+    ("sgp", "sgp_1peer", 4, "none"): (0.30, 0.945, 1e5),
+    ("sgp", "sgp_2peer", 4, "none"): (0.35, 0.70, 2e5),  # never reaches the target 0.8
+    ("sgp", "dpsgd", 4, "none"): (0.60, 0.94, 2e5),      # slower than SGP: a "not reproduced" claim
+    # osgp is configured (seeds 1, 2) but has no completed run: seed 1 failed, seed 2 is in
+    # neither table (listed as missing); claims on it are "not comparable"
+}
+FAILED = [("sgp", "osgp", 4, "none", 1)]
+
+
+def _epochs(key: tuple, seed: int) -> pd.DataFrame:
+    e, m, n, s = key
+    t, acc, nbytes = SPEC[key]
+    rng = np.random.default_rng(zlib.crc32(f"{e}/{m}/{n}/{s}/{seed}".encode()))
+    k = WORKLOAD["epochs"]
+    ep = np.arange(k)
+    accs = acc * (1 - 0.5 ** (ep + 1)) + rng.normal(0, 0.002, k)
+    times = t * (1 + rng.normal(0, 0.03, k))
+    return pd.DataFrame({
+        "epoch": ep, "loss/train": 2.0 * 0.5 ** ep + rng.uniform(0, 0.01, k), "loss/val": 2.1 * 0.5 ** ep,
+        "acc/val": accs, "comm/bytes_sent": np.full(k, nbytes), "comm/bytes_recv": np.full(k, nbytes),
+        "consensus/distance": np.zeros(k) if m in ("allreduce_sgd", "serial_sgd") else 0.01 * 0.5 ** ep,
+        "time/epoch_s": times, "time/wall_s": np.cumsum(times), "time/compute_s": times * 0.6,
+        "time/comm_s": times * 0.3, "time/straggler_delay_s": times * (0.5 if s != "none" else 0.0),
+        "time/net_delay_s": times * 0.1, "acc/val_min": accs - 0.01, "step": (ep + 1) * 10 - 1,
+        "experiment": e, "method": m, "nodes": n, "straggler": s, "seed": seed,
+    })
+
+
+def build_tables(tables_dir: Path, config: dict[str, Any] = CONFIG) -> None:
+    """Write results/tables/<experiment>/{epochs,runs,failed}.csv for every experiment of ``config``."""
+    for e, exp in config["experiments"].items():
+        epochs, runs = [], []
+        for key in SPEC:
+            if key[0] != e:
+                continue
+            for seed in exp["seeds"]:
+                t = _epochs(key, seed)
+                epochs.append(t)
+                info = dict(zip(KEYS, (e, key[1], key[2], key[3], seed))) | {
+                    "status": "ok", "algorithm": key[1], "target_acc": WORKLOAD["target_acc"],
+                    "epochs": WORKLOAD["epochs"], "config_hash": f"{seed:016x}", "git_commit": "abc1234",
+                    "host": "fixture-host", "torch": "2.14.1", "python": "3.11.7",
+                    "started_at": "2026-01-01T00:00:00+0000", "steps_per_epoch": 10, "params": 1234,
+                    "cpu_count": 2, "platform": "Linux-fixture", "device": "cpu"}
+                runs.append(summarize(info, t))
+        ep = pd.concat(epochs, ignore_index=True)
+        ep = ep[KEYS + [c for c in ep.columns if c not in KEYS]]
+        failed = pd.DataFrame([dict(zip(KEYS, f)) | {"reason": "rank 2 exited with code 17", "returncode": 17,
+                                                     "log": f"results/logs/train/{f[0]}/{f[1]}/n{f[2]}.log",
+                                                     "attempt_dir": ""} for f in FAILED if f[0] == e],
+                              columns=KEYS + ["reason", "returncode", "log", "attempt_dir"])
+        d = Path(tables_dir) / e
+        write_atomic(ep, d / "epochs.csv")
+        write_atomic(pd.DataFrame(runs), d / "runs.csv")
+        write_atomic(failed, d / "failed.csv")
+
+
+def render(root: Path, config: dict[str, Any] | None = None) -> list[Path]:
+    """Tables -> figures -> claims -> report under ``root`` (results/ and reports/), as the pipeline does."""
+    from distrepro_wf.plots import FIGURES
+    from distrepro_wf.report import build
+
+    config = copy.deepcopy(config or CONFIG)
+    tables = root / "results" / "tables"
+    build_tables(tables, config)
+    experiments = sorted(config["experiments"])
+    for e in experiments:
+        t = {"epochs": pd.read_csv(tables / e / "epochs.csv"), "runs": pd.read_csv(tables / e / "runs.csv")}
+        for name, (table, fn) in FIGURES.items():
+            fn(t[table], root / "reports" / "figures" / e / f"{name}.png")
+    published = wfclaims.load(config)
+    runs, failed = wfclaims.read_tables(tables, experiments)
+    results = wfclaims.evaluate(published, config, runs, failed)
+    write_atomic(results, tables / "claims.csv")
+    return build(experiments, config, tables, root / "reports" / "index.html", root / "results" / "bench", [],
+                 published, pd.read_csv(tables / "claims.csv"))

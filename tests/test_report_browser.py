@@ -1,0 +1,160 @@
+"""The report as a person sees it: rendered from a small results set, opened in headless Chromium.
+
+Every page (front page and one per paper) must load with no console error, every image must
+be decoded (naturalWidth > 0), the tables must be there with their rows, claim statuses must be
+coloured, and every link from the front page must lead to a page that loads.  Screenshots of the
+front page and of the SGP page are saved (under tmp_path, and under $DISTREPRO_ARTIFACTS_DIR when
+set).  The browser comes from the Debian packages ``chromium`` and ``chromium-driver`` (installed
+by .ci/run) and is driven through selenium; set DISTREPRO_NO_BROWSER=1 to skip these tests where
+no browser can be installed.  A missing browser is otherwise a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import report_fixture as rf
+
+pytestmark = pytest.mark.skipif(os.environ.get("DISTREPRO_NO_BROWSER") == "1",
+                                reason="DISTREPRO_NO_BROWSER=1: browser tests switched off")
+
+CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--window-size=1400,1000"]
+STATUS_BACKGROUND = {"st-ok": "rgba(215, 245, 215, 1)", "st-fail": "rgba(251, 213, 213, 1)",
+                     "st-nc": "rgba(238, 238, 238, 1)"}
+
+
+def _browser_or_fail():
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is not installed: pip install selenium==4.51.0 (or set DISTREPRO_NO_BROWSER=1)")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.fail("headless Chromium is missing: apt-get install -y chromium chromium-driver "
+                    f"(found chromium={chromium}, chromedriver={driver}); or set DISTREPRO_NO_BROWSER=1")
+    return webdriver, Service, chromium, driver
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    webdriver, Service, chromium, driver = _browser_or_fail()
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in CHROME_ARGS:
+        opts.add_argument(a)
+    opts.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    drv = webdriver.Chrome(options=opts, service=Service(executable_path=driver))
+    drv.set_page_load_timeout(60)
+    yield drv
+    drv.quit()
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    pages = rf.render(root)
+    return root, pages
+
+
+def inspect(drv, path: Path) -> dict:
+    """Load ``path``; return what a reader would notice: console errors, broken images, tables."""
+    drv.get_log("browser")  # drop what earlier pages logged
+    drv.get(path.as_uri())
+    assert drv.execute_script("return document.readyState") == "complete"
+    images = drv.execute_script(
+        "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth])")
+    tables = drv.execute_script(
+        "return Array.from(document.querySelectorAll('table')).map(t => [t.className, t.rows.length])")
+    errors = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
+    return {"title": drv.title, "images": images, "broken": [i for i in images if not i[1] or i[2] == 0],
+            "tables": tables, "errors": errors}
+
+
+def _screenshot(drv, name: str, tmp_dir: Path) -> Path:
+    drv.set_window_size(1400, max(1000, min(8000, drv.execute_script("return document.body.scrollHeight"))))
+    out = tmp_dir / name
+    assert drv.save_screenshot(str(out)) and out.stat().st_size > 10_000
+    if os.environ.get("DISTREPRO_ARTIFACTS_DIR"):
+        dest = Path(os.environ["DISTREPRO_ARTIFACTS_DIR"])
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(out, dest / name)
+    drv.set_window_size(1400, 1000)
+    return out
+
+
+def test_every_page_table_and_image_loads(browser, rendered, tmp_path):
+    root, pages = rendered
+    index = root / "reports" / "index.html"
+    r = inspect(browser, index)
+    assert r["errors"] == [] and r["broken"] == []
+    assert r["title"] == "DistRepro report"
+    classes = [c for c, _ in r["tables"]]
+    assert "table papers" in classes and "table missing" in classes
+    # the failed run is listed on the front page
+    assert "rank 2 exited with code 17" in browser.find_element("id", "failed").find_element(
+        "xpath", "following-sibling::table").text
+    # the configured run that is in neither table is listed as missing
+    absent = browser.find_element("id", "absent").find_element("xpath", "following-sibling::table")
+    cells = [td.text for td in absent.find_elements("css selector", "tbody tr td")]
+    assert cells == ["sgp", "osgp", "4", "none", "2"], cells
+    links = [a.get_attribute("href") for a in browser.find_elements("css selector", "table.papers a")]
+    assert sorted(links) == sorted(p.as_uri() for p in pages[1:])  # every paper page and the harness page
+    _screenshot(browser, "report-index.png", tmp_path)
+
+    for page in pages[1:]:
+        r = inspect(browser, page)
+        assert r["errors"] == [], (page.name, r["errors"])
+        assert r["broken"] == [], (page.name, r["broken"])
+        names = {c for c, _ in r["tables"]}
+        if page.stem in ("sgp", "harness"):  # pages with experiments: 5 figures each, summary tables
+            assert len(r["images"]) == 5 and "dataframe table" in names, (page.name, r["tables"])
+            assert all(n > 1 for _, n in r["tables"]), (page.name, r["tables"])  # a header and rows
+        if page.stem != "harness":
+            assert "table claims" in names or page.stem in ("hitchhiker", "cyclic_delay"), page.name
+            assert "table published" in names, page.name
+
+
+def test_sgp_page_shows_claims_in_colour_and_published_beside_ours(browser, rendered, tmp_path):
+    root, _ = rendered
+    inspect(browser, root / "reports" / "papers" / "sgp.html")
+    rows = browser.find_elements("css selector", "table.claims tbody tr")
+    status = {r.find_elements("tag name", "td")[0].text: r.find_elements("tag name", "td")[4] for r in rows}
+    expected = {"sgp_epoch_faster_than_ar": "st-ok", "sgp_2peer_top1_within_1p2_of_ar": "st-fail",
+                "osgp_epoch_faster_than_sgp": "st-nc", "sgp_time_90ep_32nodes": "st-nc"}
+    for claim, cls in expected.items():
+        cell = status[claim]
+        assert cls in cell.get_attribute("class").split(), claim
+        assert cell.value_of_css_property("background-color") == STATUS_BACKGROUND[cls], claim
+    assert "1 failed" in status["osgp_epoch_faster_than_sgp"].text
+    # absolute numbers: the 32-node published numbers are marked not comparable with the reason
+    ours = browser.find_element("id", "n-slowmo_t1_ar_top1").find_elements("tag name", "td")[-1].text
+    assert ours.startswith("not comparable: reduced scale") and "resnet50_imagenet" in ours
+    # each figure states its command, config, hardware and run time
+    caps = [f.text for f in browser.find_elements("tag name", "figcaption")]
+    assert len(caps) == 5
+    for c in caps:
+        assert "snakemake --cores 2 reports/figures/sgp/" in c and "config/config.yaml" in c
+        assert "fixture-host" in c and "training wall time" in c
+    _screenshot(browser, "report-sgp.png", tmp_path)
+
+
+def test_a_broken_image_is_detected(browser, rendered):
+    """The checks above can fail: remove one figure and the page reports it."""
+    root, _ = rendered
+    fig = root / "reports" / "figures" / "baseline" / "to_target.png"
+    saved = fig.read_bytes()
+    fig.unlink()
+    try:
+        r = inspect(browser, root / "reports" / "papers" / "harness.html")
+    finally:
+        fig.write_bytes(saved)
+    assert [b[0] for b in r["broken"]] == ["../figures/baseline/to_target.png"]
+    assert any("to_target.png" in e["message"] for e in r["errors"])

@@ -1,0 +1,505 @@
+"""Published numbers, the claims derived from them, and their evaluation on our results.
+
+Data (``config/published/``): ``numbers.csv`` (one published number a row, with its
+source and whether it was read in a primary source), ``sources.csv`` and ``claims.yaml``
+(the papers, one report page each, and the claims).  :func:`load` validates all three at
+pipeline start and raises :class:`impls.errors.ConfigError` naming the file, the row or
+claim and the key.
+
+Validation rules (what is an error, what is only "not comparable"):
+
+* Always an error: a malformed row or claim (JSON schemas under ``workflows/schemas``),
+  a duplicate id, a claim whose ``metric`` is not in :data:`METRICS`, whose ``paper`` is
+  not in ``papers``, whose ``sources`` name no row of numbers.csv, a number whose
+  ``source`` is not in sources.csv or whose ``page`` is not a paper.
+* Claim of an experiment that is in the pipeline config: each method it names must be a
+  method key of that experiment; a name that is no method key there but a registered
+  algorithm (``impls.algorithms``) only makes the claim "not comparable" (that config
+  does not run it); any other name is an error.  Straggler names must be settings of
+  ``config.stragglers``; ``requires.workload`` must be a workload of the config.
+* Claim of an experiment that is not in the config (a family not implemented yet, or a
+  config without it): its method and straggler names are not checked; the claim is
+  "not comparable (experiment not in config)".
+
+Statuses (:func:`evaluate`), per claim and setting (nodes x straggler):
+
+* ``reproduced``: the statistic over the seeds' means satisfies ``expect`` (with its
+  tolerance);
+* ``not reproduced``: it does not;
+* ``not comparable``: the experiment, method or setting was not run, no run completed,
+  the metric is missing (e.g. target accuracy never reached), or, for an absolute
+  number, the run's workload / node count differs from the published setting.  Missing
+  results are never "reproduced".
+
+A claim's overall status: "not reproduced" if any setting is, "reproduced" if every
+comparable setting is (and there is one), else "not comparable".  Confidence interval:
+percentile bootstrap over seeds (paired by seed when both sides ran the same seeds),
+:data:`N_BOOT` resamples with a fixed generator, so the report is deterministic;
+``robust`` says whether the whole interval satisfies ``expect``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+import yaml
+from jsonschema import Draft202012Validator
+
+from impls.errors import ConfigError
+
+from .config import WORKFLOW_DIR, expand
+
+SCHEMAS = WORKFLOW_DIR / "schemas"
+PUBLISHED_DIR = WORKFLOW_DIR.parent / "config" / "published"
+N_BOOT = 2000
+CI_LEVEL = 0.95
+REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str
+    unit: str
+    column: str
+    scale: float = 1.0  # display value = column value * scale
+
+
+#: The metrics a claim may name: a column of results/tables/<experiment>/runs.csv
+#: (see distrepro_wf.collect.summarize) shown in ``unit`` after multiplying by ``scale``.
+METRICS: dict[str, Metric] = {
+    "final_acc": Metric("final validation top-1", "%", "final_acc", 100.0),
+    "best_acc": Metric("best validation top-1", "%", "best_acc", 100.0),
+    "final_train_loss": Metric("final training loss", "", "final_train_loss"),
+    "time_per_epoch_s": Metric("time per epoch", "s", "time_per_epoch_s"),
+    "time_per_step_s": Metric("time per step", "s", "time_per_step_s"),
+    "wall_s": Metric("wall-clock time of the run", "s", "wall_s"),
+    "wall_h": Metric("wall-clock time of the run", "h", "wall_s", 1 / 3600),
+    "bytes_sent_per_epoch": Metric("bytes sent per epoch per rank", "B", "bytes_sent_per_epoch"),
+    "bytes_per_step": Metric("bytes sent per step per rank", "B", "bytes_per_step"),
+    "comm_s_per_epoch": Metric("communication time per epoch", "s", "comm_s_per_epoch"),
+    "straggler_delay_s_per_epoch": Metric("straggler delay per epoch", "s", "straggler_delay_s_per_epoch"),
+    "time_to_target_s": Metric("wall-clock time to the target accuracy", "s", "time_to_target_s"),
+    "epochs_to_target": Metric("epochs to the target accuracy", "epochs", "epochs_to_target"),
+    "bytes_to_target": Metric("bytes sent per rank to the target accuracy", "B", "bytes_to_target"),
+    "final_consensus_distance": Metric("final consensus distance", "", "final_consensus_distance"),
+}
+
+
+# ------------------------------------------------------------------ loading and validation
+
+
+def _schema(name: str) -> dict[str, Any]:
+    return yaml.safe_load((SCHEMAS / name).read_text())
+
+
+def _first_error(validator: Draft202012Validator, doc: Any, where: str) -> None:
+    # the most specific problem first: the deepest path, then document order
+    errors = sorted(validator.iter_errors(doc), key=lambda e: (-len(e.absolute_path), list(map(str, e.absolute_path))))
+    if not errors:
+        return
+    e = errors[0]
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
+    if where.endswith(".yaml"):  # claims.yaml: claims[3].metric, like the checks after the schema
+        path = ": " + path.lstrip(".")
+    if e.validator == "enum":
+        msg = f"{e.instance!r} is not allowed; allowed values: {', '.join(map(str, e.validator_value))}"
+    elif e.validator == "additionalProperties":
+        allowed = sorted(e.schema.get("properties", {}))
+        msg = f"unknown key(s) {sorted(set(e.instance) - set(allowed))}; allowed keys: {', '.join(allowed)}"
+    else:
+        msg = e.message
+    raise ConfigError(f"{where}{path}", msg)
+
+
+def read_csv_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        rows = []
+        for i, row in enumerate(reader, start=2):
+            if None in row or any(v is None for v in row.values()):
+                raise ConfigError(f"{path}:{i}", f"row has {len(row.get(None, [])) + len(reader.fieldnames or [])}"
+                                                 f" cells where the header has {len(reader.fieldnames or [])} "
+                                                 "(a comma in an unquoted cell?)")
+            rows.append(row)
+    return rows
+
+
+def load_sources(path: Path) -> pd.DataFrame:
+    validator = Draft202012Validator(_schema("published_sources.schema.yaml"))
+    rows = read_csv_rows(path)
+    for i, row in enumerate(rows, start=2):
+        _first_error(validator, row, f"{path}:{i}")
+    df = pd.DataFrame(rows, columns=["key", "what", "where"])
+    dup = df["key"][df["key"].duplicated()]
+    if len(dup):
+        raise ConfigError(f"{path}", f"duplicate source key {dup.iloc[0]!r}")
+    return df
+
+
+def load_numbers(path: Path, sources: pd.DataFrame | None = None, pages: Iterable[str] | None = None) -> pd.DataFrame:
+    validator = Draft202012Validator(_schema("published_numbers.schema.yaml"))
+    rows = read_csv_rows(path)
+    known = set(sources["key"]) if sources is not None else None
+    pages = set(pages) if pages is not None else None
+    for i, row in enumerate(rows, start=2):
+        where = f"{path}:{i} ({row.get('id', '?')})"
+        _first_error(validator, row, where)
+        if known is not None:
+            for key in row["source"].split("+"):
+                if key not in known:
+                    raise ConfigError(f"{where}.source", f"unknown source {key!r}; known: {', '.join(sorted(known))}")
+        if pages is not None and row["page"] not in pages:
+            raise ConfigError(f"{where}.page", f"unknown paper {row['page']!r}; known: {', '.join(sorted(pages))}")
+    df = pd.DataFrame(rows)
+    dup = df["id"][df["id"].duplicated()]
+    if len(dup):
+        raise ConfigError(f"{path}", f"duplicate number id {dup.iloc[0]!r}")
+    return df
+
+
+def _check_shape(c: dict[str, Any], where: str) -> None:
+    """What the schema leaves to us: which keys go with which comparison."""
+    cmp = c["compare"]
+    if cmp in ("ratio", "difference") and not c.get("b"):
+        raise ConfigError(f"{where}.b", f"compare {cmp!r} needs the second side b: {{method: ...}}")
+    if cmp in ("value", "absolute") and "b" in c:
+        raise ConfigError(f"{where}.b", f"compare {cmp!r} has one side (a); remove b or use ratio / difference")
+    if cmp == "absolute":
+        if "requires" not in c:
+            raise ConfigError(f"{where}.requires", "compare 'absolute' needs requires: {workload: ..., nodes: [...]}, "
+                                                   "the published setting a run must match")
+        if (c.get("published") or {}).get("value") is None:
+            raise ConfigError(f"{where}.published.value", "compare 'absolute' needs the published number")
+    elif "requires" in c:
+        raise ConfigError(f"{where}.requires", f"only compare 'absolute' takes requires (this is {cmp!r})")
+    v = c["expect"]["value"]
+    if c["expect"]["op"] == "between":
+        if not (isinstance(v, list) and v[0] <= v[1]):
+            raise ConfigError(f"{where}.expect.value", f"op 'between' needs [low, high] with low <= high, got {v!r}")
+    elif isinstance(v, list):
+        raise ConfigError(f"{where}.expect.value", f"op {c['expect']['op']!r} needs a number, got {v!r}")
+
+
+def _registered_algorithms() -> set[str]:
+    from impls.algorithms import load_all
+
+    return set(load_all().names())
+
+
+@dataclass
+class Published:
+    papers: dict[str, dict[str, Any]]
+    claims: list[dict[str, Any]]
+    numbers: pd.DataFrame
+    sources: pd.DataFrame
+    not_configured: dict[str, str]  # claim id -> why it cannot be evaluated with this config
+
+
+def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR) -> Published:
+    """Read and validate the published data against ``config``; see the module docstring."""
+    directory = Path(directory)
+    cpath = directory / "claims.yaml"
+    doc = yaml.safe_load(cpath.read_text())
+    _first_error(Draft202012Validator(_schema("claims.schema.yaml")), doc, str(cpath))
+    papers = doc["papers"]
+    sources = load_sources(directory / "sources.csv")
+    numbers = load_numbers(directory / "numbers.csv", sources, papers)
+    ids = set(numbers["id"])
+    seen: set[str] = set()
+    not_configured: dict[str, str] = {}
+    registered: set[str] | None = None
+    exps = config.get("experiments", {})
+    for i, c in enumerate(doc["claims"]):
+        where = f"{cpath}: claims[{i}] ({c['id']})"
+        if c["id"] in seen:
+            raise ConfigError(f"{where}.id", "duplicate claim id")
+        seen.add(c["id"])
+        _check_shape(c, where)
+        if c["metric"] not in METRICS:
+            raise ConfigError(f"{where}.metric", f"unknown metric {c['metric']!r}; known: {', '.join(METRICS)}")
+        if c["paper"] not in papers:
+            raise ConfigError(f"{where}.paper", f"unknown paper {c['paper']!r}; known: {', '.join(papers)}")
+        for s in c["sources"]:
+            if s not in ids:
+                raise ConfigError(f"{where}.sources", f"{s!r} is no id of numbers.csv")
+        if c["experiment"] not in exps:
+            not_configured[c["id"]] = f"experiment {c['experiment']!r} not in config"
+            continue
+        exp = exps[c["experiment"]]
+        for side in ("a", "b"):
+            sel = c.get(side)
+            if not sel:
+                continue
+            m = sel["method"]
+            if m not in exp["methods"]:
+                registered = _registered_algorithms() if registered is None else registered
+                if m not in registered:
+                    raise ConfigError(f"{where}.{side}.method",
+                                      f"unknown method {m!r}: not a method of experiment {c['experiment']!r} "
+                                      f"({', '.join(exp['methods'])}) nor a registered algorithm "
+                                      f"({', '.join(sorted(registered))})")
+                not_configured.setdefault(c["id"], f"method {m!r} not configured in experiment {c['experiment']!r}")
+            st = sel.get("straggler")
+            if st is not None and st not in config.get("stragglers", {}):
+                raise ConfigError(f"{where}.{side}.straggler", f"unknown straggler setting {st!r}; known: "
+                                                               f"{', '.join(config.get('stragglers', {}))}")
+        for st in c.get("where", {}).get("stragglers", []):
+            if st not in config.get("stragglers", {}):
+                raise ConfigError(f"{where}.where.stragglers",
+                                  f"unknown straggler setting {st!r}; known: {', '.join(config.get('stragglers', {}))}")
+        # requires.workload names the published setting; a config without that workload makes an
+        # absolute claim "not comparable", never an error.
+    return Published(papers, doc["claims"], numbers, sources, not_configured)
+
+
+# ------------------------------------------------------------------ evaluation
+
+
+def _passes(m: float, expect: dict[str, Any]) -> bool:
+    op, v, tol = expect["op"], expect["value"], expect["tolerance"]
+    if op == "<":
+        return m < v + tol
+    if op == "<=":
+        return m <= v + tol
+    if op == ">":
+        return m > v - tol
+    if op == ">=":
+        return m >= v - tol
+    if op == "between":
+        return v[0] - tol <= m <= v[1] + tol
+    return abs(m - v) <= tol  # within
+
+
+def expect_text(expect: dict[str, Any], compare: str) -> str:
+    op, v, tol = expect["op"], expect["value"], expect["tolerance"]
+    what = {"ratio": "a/b", "difference": "a-b", "value": "a", "absolute": "a"}[compare]
+    t = f" (tolerance {tol:g})" if tol else ""
+    if op == "between":
+        return f"{what} in [{v[0]:g}, {v[1]:g}]{t}"
+    if op == "within":
+        return f"|{what} - {v:g}| <= {tol:g}"
+    return f"{what} {op} {v:g}{t}"
+
+
+def _stat(compare: str, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """Statistic on the last axis' means (works on bootstrap matrices)."""
+    ma = a.mean(axis=-1)
+    if compare == "ratio":
+        return ma / b.mean(axis=-1)
+    if compare == "difference":
+        return ma - b.mean(axis=-1)
+    return ma
+
+
+def bootstrap_ci(compare: str, a: pd.Series, b: pd.Series | None, n_boot: int = N_BOOT,
+                 level: float = CI_LEVEL, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap over seeds; ``a``/``b`` are indexed by seed.  Paired resampling when
+    both sides ran the same seeds; NaN where fewer than two seeds."""
+    rng = np.random.default_rng(seed)
+    if len(a) < 2 and (b is None or len(b) < 2):
+        return math.nan, math.nan
+    if b is not None and sorted(a.index) == sorted(b.index):
+        seeds = sorted(a.index)
+        av, bv = a.loc[seeds].to_numpy(float), b.loc[seeds].to_numpy(float)
+        idx = rng.integers(0, len(seeds), size=(n_boot, len(seeds)))
+        stats = _stat(compare, av[idx], bv[idx])
+    else:
+        av = a.to_numpy(float)
+        ia = rng.integers(0, len(av), size=(n_boot, len(av)))
+        if b is None:
+            stats = _stat(compare, av[ia], None)
+        else:
+            bv = b.to_numpy(float)
+            ib = rng.integers(0, len(bv), size=(n_boot, len(bv)))
+            stats = _stat(compare, av[ia], bv[ib])
+    lo, hi = np.nanpercentile(stats, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def _grid(config: dict[str, Any], experiment: str) -> pd.DataFrame:
+    runs = expand(config, [experiment])
+    return pd.DataFrame([r._asdict() for r in runs], columns=["experiment", "method", "nodes", "straggler", "seed"])
+
+
+def _settings(c: dict[str, Any], grid: pd.DataFrame) -> list[tuple[int, str]]:
+    a = c["a"]
+    g = grid[grid["method"] == a["method"]]
+    if "nodes" in a:
+        g = g[g["nodes"] == a["nodes"]]
+    if "straggler" in a:
+        g = g[g["straggler"] == a["straggler"]]
+    w = c.get("where", {})
+    if isinstance(w.get("nodes"), list):
+        g = g[g["nodes"].isin(w["nodes"])]
+    elif isinstance(w.get("nodes"), dict):
+        g = g[g["nodes"] >= w["nodes"]["min"]]
+    if "stragglers" in w:
+        g = g[g["straggler"].isin(w["stragglers"])]
+    return sorted({(int(n), str(s)) for n, s in zip(g["nodes"], g["straggler"])}, key=lambda t: (t[0], t[1] != "none", t[1]))
+
+
+def _where_text(c: dict[str, Any]) -> str:
+    w = c.get("where", {})
+    parts = []
+    if isinstance(w.get("nodes"), list):
+        parts.append(f"nodes {w['nodes']}")
+    elif isinstance(w.get("nodes"), dict):
+        parts.append(f"nodes >= {w['nodes']['min']}")
+    if "stragglers" in w:
+        parts.append(f"stragglers {w['stragglers']}")
+    return ", ".join(parts) or "any setting"
+
+
+def _values(runs: pd.DataFrame, sel: dict[str, Any], nodes: int, straggler: str, metric: Metric) -> pd.Series:
+    if runs.empty or metric.column not in runs:
+        return pd.Series(dtype=float)
+    r = runs[(runs["method"] == sel["method"]) & (runs["nodes"] == sel.get("nodes", nodes))
+             & (runs["straggler"] == sel.get("straggler", straggler))]
+    return (r.set_index("seed")[metric.column].astype(float) * metric.scale).dropna()
+
+
+def _count_failed(failed: pd.DataFrame, sel: dict[str, Any], nodes: int, straggler: str) -> int:
+    if failed is None or failed.empty:
+        return 0
+    f = failed[(failed["method"] == sel["method"]) & (failed["nodes"] == sel.get("nodes", nodes))
+               & (failed["straggler"] == sel.get("straggler", straggler))]
+    return len(f)
+
+
+COLUMNS = ["claim", "paper", "experiment", "statement", "metric", "unit", "compare", "nodes", "straggler", "status",
+           "reason", "measured", "ci_low", "ci_high", "robust", "seeds_a", "seeds_b", "published", "gap", "expected",
+           "published_note", "sources"]
+
+
+def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggler: Any = None, **kw: Any) -> dict:
+    m = METRICS[c["metric"]]
+    unit = "x" if c["compare"] == "ratio" else (("pt" if m.unit == "%" else m.unit) if c["compare"] == "difference"
+                                              else m.unit)
+    pub = c.get("published", {})
+    row = {"claim": c["id"], "paper": c["paper"], "experiment": c["experiment"], "statement": c["statement"],
+           "metric": c["metric"], "unit": unit, "compare": c["compare"], "nodes": nodes, "straggler": straggler,
+           "status": status, "reason": reason, "measured": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+           "robust": "", "seeds_a": 0, "seeds_b": 0, "published": pub.get("value"), "gap": math.nan,
+           "expected": expect_text(c["expect"], c["compare"]), "published_note": pub.get("note", ""),
+           "sources": " ".join(c["sources"])}
+    row.update(kw)
+    return row
+
+
+def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.DataFrame],
+                   failed: dict[str, pd.DataFrame], not_configured: dict[str, str]) -> list[dict[str, Any]]:
+    if c["id"] in not_configured:
+        return [_row(c, NOT_COMPARABLE, not_configured[c["id"]])]
+    e = c["experiment"]
+    exp = config["experiments"][e]
+    if c["compare"] == "absolute":
+        req = c["requires"]
+        if exp["workload"] != req["workload"]:
+            return [_row(c, NOT_COMPARABLE, f"reduced scale: experiment {e!r} runs workload {exp['workload']!r}, the "
+                                            f"published number is for {req['workload']!r}"
+                                            + (f" at {req['nodes']} nodes" if "nodes" in req else ""))]
+    grid = _grid(config, e)
+    settings = _settings(c, grid)
+    if c["compare"] == "absolute" and "nodes" in c["requires"]:
+        settings = [s for s in settings if s[0] in c["requires"]["nodes"]]
+    if not settings:
+        ran = grid[grid["method"] == c["a"]["method"]]
+        return [_row(c, NOT_COMPARABLE, f"setting not run: the claim needs {_where_text(c)}"
+                                        + (f", nodes {c['requires']['nodes']}" if c.get("requires", {}).get("nodes")
+                                           else "")
+                                        + f"; the config runs {c['a']['method']} at nodes "
+                                          f"{sorted(set(ran['nodes']))}, stragglers {sorted(set(ran['straggler']))}")]
+    metric = METRICS[c["metric"]]
+    table = runs.get(e, pd.DataFrame())
+    out = []
+    for nodes, straggler in settings:
+        sides = {"a": c["a"]} | ({"b": c["b"]} if "b" in c else {})
+        vals, missing = {}, []
+        for side, sel in sides.items():
+            v = _values(table, sel, nodes, straggler, metric)
+            vals[side] = v
+            if v.empty:
+                n_failed = _count_failed(failed.get(e), sel, nodes, straggler)
+                has_rows = (not table.empty and metric.column in table and
+                            ((table["method"] == sel["method"]) & (table["nodes"] == sel.get("nodes", nodes))
+                             & (table["straggler"] == sel.get("straggler", straggler))).any())
+                if has_rows:
+                    missing.append(f"{metric.column} missing for {sel['method']} (e.g. the target accuracy was "
+                                   "never reached)")
+                else:
+                    missing.append(f"no completed run of {sel['method']} at n={sel.get('nodes', nodes)}, "
+                                   f"{sel.get('straggler', straggler)}" + (f" ({n_failed} failed)" if n_failed else ""))
+        if missing:
+            out.append(_row(c, NOT_COMPARABLE, "; ".join(missing), nodes, straggler,
+                            seeds_a=len(vals["a"]), seeds_b=len(vals.get("b", ()))))
+            continue
+        a, b = vals["a"], vals.get("b")
+        measured = float(_stat(c["compare"], a.to_numpy(float), None if b is None else b.to_numpy(float)))
+        if not math.isfinite(measured):
+            out.append(_row(c, NOT_COMPARABLE, "statistic undefined (division by zero)", nodes, straggler,
+                            seeds_a=len(a), seeds_b=len(b) if b is not None else 0))
+            continue
+        lo, hi = bootstrap_ci(c["compare"], a, b)
+        ok = _passes(measured, c["expect"])
+        robust = "" if math.isnan(lo) else ("yes" if _passes(lo, c["expect"]) and _passes(hi, c["expect"]) else "no")
+        pub = (c.get("published") or {}).get("value")
+        out.append(_row(c, REPRODUCED if ok else NOT_REPRODUCED, "", nodes, straggler, measured=measured, ci_low=lo,
+                        ci_high=hi, robust=robust, seeds_a=len(a), seeds_b=len(b) if b is not None else 0,
+                        gap=measured - pub if pub is not None else math.nan))
+    return out
+
+
+def evaluate(published: Published, config: dict[str, Any], runs: dict[str, pd.DataFrame],
+             failed: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """One row per (claim, setting); see the module docstring for the statuses."""
+    rows = []
+    for c in published.claims:
+        rows.extend(evaluate_claim(c, config, runs, failed or {}, published.not_configured))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim: its overall status and how many settings had each status."""
+    rows = []
+    for cid, g in results.groupby("claim", sort=False):
+        st = set(g["status"])
+        overall = (NOT_REPRODUCED if NOT_REPRODUCED in st else REPRODUCED if REPRODUCED in st else NOT_COMPARABLE)
+        rows.append({"claim": cid, "paper": g["paper"].iloc[0], "experiment": g["experiment"].iloc[0],
+                     "statement": g["statement"].iloc[0], "status": overall,
+                     "settings": len(g), "reproduced": int((g["status"] == REPRODUCED).sum()),
+                     "not_reproduced": int((g["status"] == NOT_REPRODUCED).sum()),
+                     "not_comparable": int((g["status"] == NOT_COMPARABLE).sum()),
+                     "reason": "; ".join(dict.fromkeys(r for r in g["reason"] if isinstance(r, str) and r))})
+    return pd.DataFrame(rows, columns=["claim", "paper", "experiment", "statement", "status", "settings", "reproduced",
+                                       "not_reproduced", "not_comparable", "reason"])
+
+
+def paper_of_experiment(papers: dict[str, dict[str, Any]], paper: str | None) -> str | None:
+    """Paper id whose title or alias equals an experiment's ``paper:`` string (None: no paper)."""
+    if not paper:
+        return None
+    for pid, p in papers.items():
+        if paper == p["title"] or paper in p.get("aliases", []):
+            return pid
+    return None
+
+
+def page_of_experiment(papers: dict[str, dict[str, Any]], config: dict[str, Any], experiment: str,
+                       harness: str = "harness") -> str:
+    """Report page of an experiment: the paper its ``paper:`` names, else the harness page."""
+    return paper_of_experiment(papers, config["experiments"][experiment].get("paper")) or harness
+
+
+def read_tables(tables_dir: Path, experiments: Iterable[str]) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
+    runs, failed = {}, {}
+    for e in experiments:
+        d = Path(tables_dir) / e
+        runs[e] = pd.read_csv(d / "runs.csv") if (d / "runs.csv").exists() else pd.DataFrame()
+        failed[e] = pd.read_csv(d / "failed.csv") if (d / "failed.csv").exists() else pd.DataFrame()
+    return runs, failed

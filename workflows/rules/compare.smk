@@ -1,0 +1,59 @@
+# Published numbers and the claims derived from them (config/published/): validated here,
+# at pipeline start (a malformed row, an unknown metric or method is a WorkflowError naming
+# the file, the row or claim and the key); rule compare evaluates every claim against the
+# collected tables.  See distrepro_wf.claims for the rules and statuses.
+from distrepro_wf import claims as wfclaims
+
+try:
+    PUBLISHED = wfclaims.load(config)
+except ConfigError as e:
+    raise WorkflowError(f"invalid published numbers or claims: {e}") from None
+
+PAPERS = list(PUBLISHED.papers)
+# absolute: the data lives in the repository, whatever the working directory (-d)
+PUBLISHED_FILES = [str(wfclaims.PUBLISHED_DIR / f) for f in ("numbers.csv", "sources.csv", "claims.yaml")]
+HARNESS_PAGE = "harness"
+PAGE_TITLES = {p: v["title"] for p, v in PUBLISHED.papers.items()} | {
+    HARNESS_PAGE: "Harness baselines and other experiments"
+}
+
+
+# Report page (paper id) of an experiment: its `paper:` string matched to claims.yaml; and
+# the category of Snakemake's native report for a job with an {experiment} wildcard.
+experiment_page = lambda e: wfclaims.page_of_experiment(PUBLISHED.papers, config, e)
+experiment_category = lambda wildcards: PAGE_TITLES[experiment_page(wildcards.experiment)]
+
+
+rule compare:
+    input:
+        runs=expand("results/tables/{experiment}/runs.csv", experiment=EXPERIMENTS),
+        failed=expand("results/tables/{experiment}/failed.csv", experiment=EXPERIMENTS),
+        published=PUBLISHED_FILES,
+    output:
+        claims="results/tables/claims.csv",
+        summary="results/tables/claims_summary.csv",
+        per_paper=[
+            report(
+                f"results/claims/{p}.csv",
+                category=PAGE_TITLES[p],
+                subcategory="Claims",
+                labels={"table": "claims: status per setting"},
+            )
+            for p in PAPERS
+        ],
+        numbers=[
+            report(
+                f"results/claims/{p}_published.csv",
+                category=PAGE_TITLES[p],
+                subcategory="Published numbers",
+                labels={"table": "published numbers with sources"},
+            )
+            for p in PAPERS
+        ],
+    params:
+        experiments=EXPERIMENTS,
+        config=config,
+    log:
+        "results/logs/compare.log",
+    script:
+        "../scripts/compare.py"

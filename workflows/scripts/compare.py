@@ -1,0 +1,23 @@
+"""Snakemake script of rule ``compare``: every claim against the collected tables."""
+
+import logging
+from pathlib import Path
+
+from distrepro_wf import claims
+from distrepro_wf.collect import write_atomic
+
+sm = snakemake  # noqa: F821
+logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")
+config = dict(sm.params.config)
+published = claims.load(config)
+runs, failed = claims.read_tables(Path("results/tables"), list(sm.params.experiments))
+results = claims.evaluate(published, config, runs, failed)
+summary = claims.summarize(results)
+write_atomic(results, Path(sm.output.claims))
+write_atomic(summary, Path(sm.output.summary))
+for out in sm.output.per_paper:
+    write_atomic(results[results["paper"] == Path(out).stem], Path(out))
+for out in sm.output.numbers:
+    write_atomic(published.numbers[published.numbers["page"] == Path(out).stem.removesuffix("_published")], Path(out))
+for status, n in summary["status"].value_counts().items():
+    logging.info("%d claim(s) %s", n, status)

@@ -149,6 +149,17 @@ class Algorithm:
             self.optimizer.load_state_dict(state["optimizer"])
 
     # helpers
+    def broadcast_initial_state(self, model: nn.Module) -> None:
+        """Start every replica from rank 0's parameters and buffers.
+
+        Every rank seeds the same initialisation already; the broadcast makes a
+        mis-seeded run fail loudly equal rather than silently train n different models.
+        Set-up traffic is not a training step's, so the counters are reset.
+        """
+        for t in list(model.parameters()) + list(model.buffers()):
+            self.comm.broadcast(t.data, src=0)
+        self.comm.pop_counters()
+
     def make_optimizer(self, params) -> SGD:
         o = self.ctx.optim
         return SGD(params, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,

@@ -104,9 +104,7 @@ class ADPSGD(Algorithm):
     def setup(self, model):
         super().setup(model)
         rank, world = self.ctx.rank, self.ctx.world
-        for t in list(model.parameters()) + list(model.buffers()):  # equal start (Algorithm 1)
-            self.comm.broadcast(t.data, src=0)
-        self.comm.pop_counters()
+        self.broadcast_initial_state(model)
         if world > 1 and dist.get_backend() != "gloo":  # NCCL cannot receive from any source
             self.comm.group = dist.new_group(backend="gloo")  # this method's traffic only
         self.graph = BipartiteExponential(world)  # ConfigError for an odd number of workers

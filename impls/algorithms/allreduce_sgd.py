@@ -55,11 +55,7 @@ class AllreduceSGD(Algorithm):
 
     def setup(self, model):
         super().setup(model)
-        # Replicas must start equal: every rank seeds the same init, but broadcast anyway
-        # so a mis-seeded run cannot silently train n different models.
-        for t in list(model.parameters()) + list(model.buffers()):
-            self.comm.broadcast(t.data, src=0)
-        self.comm.pop_counters()  # set-up traffic is not a training step's
+        self.broadcast_initial_state(model)
         params = [p for p in reversed(list(model.parameters())) if p.requires_grad]
         limit = self.cfg.bucket_mb * 2**20
         buckets: list[list[torch.nn.Parameter]] = [[]]

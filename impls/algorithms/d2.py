@@ -92,9 +92,7 @@ class D2(Algorithm):
     def setup(self, model):
         self.model = model
         self.wd = self.ctx.optim.weight_decay
-        for t in list(model.parameters()) + list(model.buffers()):
-            self.comm.broadcast(t.data, src=0)
-        self.comm.pop_counters()
+        self.broadcast_initial_state(model)
         perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
         self.itr = 0
         self.x_prev: torch.Tensor | None = None

@@ -75,9 +75,7 @@ class DPSGD(Algorithm):
     def setup(self, model):
         self.model = model
         self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())
-        for t in list(model.parameters()) + list(model.buffers()):
-            self.comm.broadcast(t.data, src=0)
-        self.comm.pop_counters()
+        self.broadcast_initial_state(model)
         perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
         self.itr = 0
 

@@ -79,9 +79,7 @@ class OSGP(Algorithm):
     def setup(self, model):
         self.model = model
         self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())
-        for t in list(model.parameters()) + list(model.buffers()):
-            self.comm.broadcast(t.data, src=0)
-        self.comm.pop_counters()
+        self.broadcast_initial_state(model)
         perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
         self.x = flat_params(model)
         self.w = torch.ones(1, dtype=self.x.dtype, device=self.x.device)

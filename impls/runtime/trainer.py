@@ -143,7 +143,8 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
         algo.load_state_dict(state["algo"])
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(state["rng"]["python"])
-        straggler.rng.setstate(state["rng"]["straggler"])
+        if "straggler" in state["rng"]:
+            straggler.rng.setstate(state["rng"]["straggler"])
         start_epoch, wall_offset, initial = found + 1, state["wall_s"], state["metrics"]
     writer = MetricsWriter(out_dir / "metrics" / f"rank{rank}.jsonl", rank, initial)
 

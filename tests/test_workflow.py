@@ -100,6 +100,11 @@ def test_end_to_end_failure_retry_and_no_recompute(tmp_path):
     assert "All runs completed" in html
     for img in ("loss_vs_epoch", "acc_vs_wall", "epoch_time_vs_nodes"):
         assert (tmp_path / "reports" / "figures" / "smoke" / f"{img}.png").stat().st_size > 1000
+    # Snakemake's native report of the same figures and tables
+    proc = subprocess.run([*SNAKEMAKE, "-d", str(tmp_path), "--configfile", cfgfile, "--report",
+                           str(tmp_path / "report.html")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "report.html").stat().st_size > 10_000
     # 3. after success nothing is recomputed
     proc = smk(tmp_path, "--configfile", cfgfile, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr

@@ -17,7 +17,7 @@ rule bench_ddp:
         "results/logs/bench/allreduce_vs_ddp.log",
     params:
         spec=config.get("benchmarks", {}).get("ddp_compare", {}),
-    threads: workflow.cores
+    threads: 64  # everything there is (Snakemake scales it down to --cores)
     script:
         "../scripts/bench_ddp.py"
 
@@ -30,6 +30,6 @@ rule bench_max_ranks:
     params:
         spec=config.get("benchmarks", {}).get("max_ranks", {}),
         workloads=config["workloads"],
-    threads: workflow.cores
+    threads: 64  # everything there is (Snakemake scales it down to --cores)
     script:
         "../scripts/bench_max_ranks.py"

@@ -14,7 +14,7 @@ rule train:
         members=group_members,
         launcher=config.get("launcher", {}),
         retry=retry_token,
-    threads: lambda wc: min(int(wc.nodes), workflow.cores)
+    threads: lambda wc: int(wc.nodes)  # one core per rank; scaled down to --cores
     resources:
         ranks=lambda wc: int(wc.nodes),
         runtime=lambda wc: len(group_members(wc)) * int(config.get("launcher", {}).get("timeout_s", 3600)) // 60

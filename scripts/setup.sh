@@ -8,6 +8,8 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 want=$(cat pyproject.toml requirements/lock.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat .venv/.distrepro-stamp 2>/dev/null)" != "$want" ]; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check -c requirements/lock.txt -e ".[dev]"
+  # (this machine's pip config names local indexes that lack some projects: drop those notices)
+  .venv/bin/python -m pip install -q --disable-pip-version-check -c requirements/lock.txt -e ".[dev]" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
   echo "$want" > .venv/.distrepro-stamp
 fi

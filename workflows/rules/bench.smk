@@ -2,12 +2,15 @@
 #   snakemake --cores 2 bench
 # allreduce_vs_ddp.csv: allreduce_sgd step time / torch DDP step time, side by side in one launch.
 # max_ranks.csv: does the tiny workload run at N ranks on this machine, and how fast.
+# step_time_vs_allreduce.csv: each method's time per step / allreduce_sgd's, same experiment,
+#   nodes and straggler setting (from the experiments' runs, i.e. measured in one pipeline run).
 
 
 rule bench:
     input:
         "results/bench/allreduce_vs_ddp.csv",
         "results/bench/max_ranks.csv",
+        "results/bench/step_time_vs_allreduce.csv",
 
 
 rule bench_ddp:
@@ -33,3 +36,14 @@ rule bench_max_ranks:
     threads: 64  # everything there is (Snakemake scales it down to --cores)
     script:
         "../scripts/bench_max_ranks.py"
+
+
+rule bench_step_time:
+    input:
+        expand("results/tables/{experiment}/runs.csv", experiment=EXPERIMENTS),
+    output:
+        "results/bench/step_time_vs_allreduce.csv",
+    log:
+        "results/logs/bench/step_time_vs_allreduce.log",
+    script:
+        "../scripts/bench_step_time.py"

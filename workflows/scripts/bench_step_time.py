@@ -1,0 +1,15 @@
+"""Snakemake script of rule ``bench_step_time``: per-step time ratios to allreduce_sgd."""
+
+import logging
+
+import pandas as pd
+
+from distrepro_wf.bench import step_time_vs_allreduce
+from distrepro_wf.collect import write_atomic
+
+sm = snakemake  # noqa: F821
+logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(message)s")
+runs = pd.concat([pd.read_csv(p) for p in sm.input], ignore_index=True)
+table = step_time_vs_allreduce(runs)
+write_atomic(table, sm.output[0])
+logging.info("%s", table.to_string())

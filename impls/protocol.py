@@ -52,6 +52,12 @@ Which step each family overrides:
   returns ``False`` from ``is_worker`` and runs ``serve``; workers' ``step`` pushes
   gradients and pulls parameters.
 
+``__init__(cfg, ctx)`` checks everything that depends on the world size or the
+optimizer (graph peers, an even number of ranks, D^2's eigenvalue condition, ...) and
+raises :class:`~impls.errors.ConfigError`, but must not communicate: the workflow
+constructs every algorithm at every configured node count while it validates the
+config, so such errors stop the pipeline before any job runs.
+
 Communication goes through ``ctx.comm`` (:class:`impls.comm.Communicator`) so bytes,
 waiting time and the emulated network are accounted the same way for every method.
 """

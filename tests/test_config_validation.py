@@ -49,6 +49,10 @@ def test_default_config_is_valid(cfg):
     (lambda c: c["workloads"]["digits_mlp"]["optimizer"].__setitem__("lr", "fast"),
      "workloads.digits_mlp.optimizer.lr", "expected a number"),
     (lambda c: c["launcher"].__setitem__("kind", "mpi"), "launcher.kind", "local, slurm"),
+    # checked by constructing the algorithm at every configured node count (here: 2 ranks)
+    (lambda c: c["experiments"]["baseline"]["methods"].update(
+        {"sgp_2peer": {"algorithm": {"name": "sgp", "topology": {"name": "exponential", "peers": 2}}}}),
+     "experiments.baseline.methods.sgp_2peer.algorithm.topology.peers", "must be between 1 and 1 for 2 ranks"),
 ])
 def test_invalid_config_names_key_and_allowed_values(cfg, mutate, key, allowed):
     bad = copy.deepcopy(cfg)

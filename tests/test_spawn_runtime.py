@@ -76,3 +76,13 @@ def test_killed_worker_fails_the_launch_and_resume_continues_exactly(run_torchru
     assert numbers(resumed.records(0)) == numbers(full.records(0))
     for k, v in full.final_state(0).items():
         assert torch.equal(v, resumed.final_state(0)[k])
+
+
+def test_a_config_error_skips_that_run_only(run_torchrun):
+    """A run whose config fails its checks on every rank is skipped; the launch goes on."""
+    bad = make_config({"name": "sgp", "topology": {"name": "exponential", "peers": 2}}, 2)
+    good = make_config("allreduce_sgd", 2)
+    (b, g), proc = run_torchrun([bad, good])
+    assert proc.returncode == 0
+    assert "algorithm.topology.peers" in (b.out / "ERROR.txt").read_text()
+    assert [e["epoch"] for e in g.records(1, "epoch")] == [0, 1]

@@ -101,13 +101,16 @@ class ADPSGD(Algorithm):
     name = "adpsgd"
     barrier_free = True
 
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.graph = BipartiteExponential(ctx.world)  # ConfigError for an odd number of workers
+
     def setup(self, model):
         super().setup(model)
         rank, world = self.ctx.rank, self.ctx.world
         self.broadcast_initial_state(model)
         if world > 1 and dist.get_backend() != "gloo":  # NCCL cannot receive from any source
             self.comm.group = dist.new_group(backend="gloo")  # this method's traffic only
-        self.graph = BipartiteExponential(world)  # ConfigError for an odd number of workers
         self.active = self.graph.is_active(rank)
         self.peers = self.graph.active_peers(rank)
         self.params = list(self.optimizer.params)

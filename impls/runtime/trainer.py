@@ -117,7 +117,13 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
         for e in entries:
             with open(e["config"]) as f:
                 raw = json.load(f)
-            train(raw, e["out"], e.get("checkpoint_dir"))
+            try:
+                train(raw, e["out"], e.get("checkpoint_dir"))
+            except ConfigError as err:
+                # Raised identically on every rank before any communication (config checks),
+                # so all ranks skip this entry together and the rest of the plan still runs.
+                Path(e["out"]).mkdir(parents=True, exist_ok=True)
+                (Path(e["out"]) / "ERROR.txt").write_text(f"invalid configuration: {err}\n")
             if dist.is_initialized():
                 dist.barrier()
     finally:

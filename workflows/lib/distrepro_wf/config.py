@@ -144,6 +144,8 @@ def run_config(config: dict[str, Any], run: Run) -> dict[str, Any]:
 def validate(config: dict[str, Any]) -> list[Run]:
     """Check everything before any job runs; return the expanded runs."""
     check_schema(config)
+    from impls.comm import Communicator
+    from impls.protocol import Context
     from impls.runconfig import resolve
     from impls.straggler import StragglerModel
 
@@ -155,6 +157,8 @@ def validate(config: dict[str, Any]) -> list[Run]:
         try:
             res = resolve(raw)
             StragglerModel(res.straggler, 0, run.nodes, run.seed)
+            # the algorithm's own checks at this node count (its __init__ never communicates)
+            res.algorithm_cls(res.algorithm, Context(0, run.nodes, Communicator(), res.optim, run.seed))
         except ConfigError as e:
             wl = config["experiments"][run.experiment]["workload"]
             where = {"algorithm": f"{prefix}.algorithm", "workload": f"workloads.{wl}",

@@ -42,6 +42,8 @@ from .launch import torchrun_command
 
 def check_complete(attempt: Path, nodes: int, epochs: int) -> str | None:
     """None if the attempt holds a complete run, else what is missing."""
+    if (attempt / "ERROR.txt").exists():
+        return (attempt / "ERROR.txt").read_text().strip()
     for name in ("config.json", "provenance.json"):
         if not (attempt / name).exists():
             return f"{name} missing"

@@ -7,14 +7,14 @@ rule collect:
     output:
         epochs=report(
             "results/tables/{experiment}/epochs.csv",
-            category="{experiment}",
-            subcategory="Tables",
+            category=lambda wc: experiment_category(wc),  # the paper's title (compare.smk)
+            subcategory="{experiment}",
             labels={"table": "per-epoch metrics"},
         ),
         runs=report(
             "results/tables/{experiment}/runs.csv",
-            category="{experiment}",
-            subcategory="Tables",
+            category=lambda wc: experiment_category(wc),  # the paper's title (compare.smk)
+            subcategory="{experiment}",
             labels={"table": "per-run summary"},
         ),
         failed="results/tables/{experiment}/failed.csv",

@@ -76,6 +76,7 @@ METRICS: dict[str, Metric] = {
     "final_acc": Metric("final validation top-1", "%", "final_acc", 100.0),
     "best_acc": Metric("best validation top-1", "%", "best_acc", 100.0),
     "final_train_loss": Metric("final training loss", "", "final_train_loss"),
+    "final_val_loss": Metric("final validation loss (all classes)", "", "final_val_loss"),
     "time_per_epoch_s": Metric("time per epoch", "s", "time_per_epoch_s"),
     "time_per_step_s": Metric("time per step", "s", "time_per_step_s"),
     "wall_s": Metric("wall-clock time of the run", "s", "wall_s"),

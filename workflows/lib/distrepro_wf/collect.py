@@ -67,6 +67,9 @@ def summarize(info: dict, t: pd.DataFrame) -> dict:
     row["final_acc"] = float(t["acc/val"].iloc[-1]) if "acc/val" in t else np.nan
     row["best_acc"] = float(t["acc/val"].max()) if "acc/val" in t else np.nan
     row["final_train_loss"] = float(t["loss/train"].iloc[-1])
+    # loss of the (mean over ranks of the) local models on all classes: with label-partitioned
+    # data each rank's training loss covers only its own classes, this is the global objective
+    row["final_val_loss"] = float(t["loss/val"].iloc[-1]) if "loss/val" in t else np.nan
     row["time_per_epoch_s"] = float(t["time/epoch_s"].mean())
     row["wall_s"] = float(t["time/wall_s"].iloc[-1])
     row["bytes_sent_per_epoch"] = float(t["comm/bytes_sent"].mean())

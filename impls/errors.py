@@ -11,3 +11,13 @@ class ConfigError(ValueError):
     def __init__(self, key: str, message: str):
         self.key = key
         super().__init__(f"{key}: {message}")
+
+
+class DivergedError(RuntimeError):
+    """Training produced a non-finite loss or parameter.
+
+    Raised identically on every rank (the ranks agree on the first bad value before
+    raising), so a launch skips that run together and the rest of its plan still runs.
+    The message names the rank, the step and the value, e.g.
+    ``diverged: rank 2, step 13 (epoch 1): loss/train = nan``.
+    """

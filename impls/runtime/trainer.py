@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from ..comm import Communicator
 from ..data import build_dataset
 from ..data.sampler import build_sampler
-from ..errors import ConfigError
+from ..errors import ConfigError, DivergedError
 from ..metrics import MetricsWriter
 from ..models import build_model
 from ..netmodel import NetworkModel
@@ -36,6 +36,7 @@ from ..runconfig import lr_at, resolve
 from ..straggler import StragglerModel
 from .loop import SharedSteps, batches, consensus_distance, evaluate, local_steps, measure_compute
 
+STARTED = "STARTED"  # marker rank 0 writes into a run's output directory when the launch reaches it
 FAULT_ENV = "DISTREPRO_FAULT"  # "rank:step": that rank dies with exit code 17 at that step (tests)
 _RUN_IDS = itertools.count()  # runs started by this process: same sequence on every rank of a plan
 
@@ -57,6 +58,16 @@ def _init_distributed(backend: str) -> None:
     if _use_cuda(backend):
         torch.cuda.set_device(_device(backend))
     dist.init_process_group("nccl" if _use_cuda(backend) else "gloo", timeout=timedelta(minutes=10))
+
+
+def write_error(out: Path, kind: str, err: Exception) -> None:
+    """Record why a run failed deterministically: ``ERROR.txt`` (one line for people) and
+    ``error.json`` ``{"kind": "config" | "diverged", "message": ...}`` for the workflow
+    (a deterministic failure is not retried until its config changes)."""
+    out.mkdir(parents=True, exist_ok=True)
+    text = f"invalid configuration: {err}" if kind == "config" else str(err)
+    (out / "ERROR.txt").write_text(text + "\n")
+    (out / "error.json").write_text(json.dumps({"kind": kind, "message": text}))
 
 
 def _seed_all(seed: int) -> None:
@@ -113,17 +124,23 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
     do not depend on what ran before it.
     """
     _init_distributed(backend)
+    rank = dist.get_rank() if dist.is_initialized() else 0
     try:
         for e in entries:
+            out = Path(e["out"])
+            if rank == 0:  # the workflow tells "started" from "never reached" by this marker
+                out.mkdir(parents=True, exist_ok=True)
+                (out / STARTED).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
             with open(e["config"]) as f:
                 raw = json.load(f)
             try:
-                train(raw, e["out"], e.get("checkpoint_dir"))
-            except ConfigError as err:
-                # Raised identically on every rank before any communication (config checks),
-                # so all ranks skip this entry together and the rest of the plan still runs.
-                Path(e["out"]).mkdir(parents=True, exist_ok=True)
-                (Path(e["out"]) / "ERROR.txt").write_text(f"invalid configuration: {err}\n")
+                train(raw, out, e.get("checkpoint_dir"))
+            except (ConfigError, DivergedError) as err:
+                # Raised identically on every rank (config checks come before any communication;
+                # divergence is agreed by all ranks first), so all ranks skip this entry together
+                # and the rest of the plan still runs.
+                if rank == 0:
+                    write_error(out, "config" if isinstance(err, ConfigError) else "diverged", err)
             if dist.is_initialized():
                 dist.barrier()
     finally:

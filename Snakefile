@@ -11,13 +11,9 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-# The default grid, unless the user names config files of their own (those replace it,
-# rather than being merged into it, so a smoke config runs only its own experiments).
-if not workflow.overwrite_configfiles:
-
-    configfile: f"{workflow.basedir}/config/config.yaml"
-
-
+# common.smk reads the config: config/config.yaml, unless the user names config files of
+# their own (those replace it rather than being merged into it, so a smoke config runs
+# only its own experiments).
 include: "workflows/rules/common.smk"
 include: "workflows/rules/train.smk"
 include: "workflows/rules/collect.smk"

@@ -2,13 +2,23 @@
 
 Every method, straggler model and network model declares its hyperparameters as a
 dataclass; :func:`from_dict` turns a YAML/JSON mapping into one, rejecting unknown
-keys (listing the allowed ones) and values of the wrong type or outside a declared
-``choices`` set (``field(metadata={"choices": (...)})``).
+keys (listing the allowed ones), values of the wrong type, non-finite numbers (NaN and
+infinity are never a meaningful hyperparameter), and values outside a declared set or
+range::
+
+    lr: float = field(default=0.1, metadata={"min": 0})          # 0 <= lr
+    momentum: float = field(default=0.9, metadata={"min": 0, "lt": 1})   # 0 <= m < 1
+    gamma: float = field(default=0.1, metadata={"gt": 0})         # 0 < gamma
+    kind: str = field(default="none", metadata={"choices": ("none", "fixed")})
+
+``min``/``max`` are inclusive, ``gt``/``lt`` exclusive; for a list the bound applies to
+every element.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import Any, Mapping, TypeVar
 
@@ -46,7 +56,11 @@ def _check_type(key: str, value: Any, tp: Any) -> Any:
         return dict(value)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(key, f"expected a number, got {value!r}")
+            hint = (" (YAML 1.1 reads a number without a dot, like 1e-4, as text: write 1.0e-4)"
+                    if isinstance(value, str) and _looks_numeric(value) else "")
+            raise ConfigError(key, f"expected a number, got {value!r}{hint}")
+        if not math.isfinite(value):
+            raise ConfigError(key, f"must be a finite number, got {value!r}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -61,6 +75,28 @@ def _check_type(key: str, value: Any, tp: Any) -> Any:
             raise ConfigError(key, f"expected a string, got {value!r}")
         return value
     return value
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+_BOUNDS = {"min": (lambda v, b: v >= b, ">="), "gt": (lambda v, b: v > b, ">"),
+           "max": (lambda v, b: v <= b, "<="), "lt": (lambda v, b: v < b, "<")}
+
+
+def check_bounds(key: str, value: Any, metadata: Mapping[str, Any]) -> None:
+    """Raise if ``value`` (or any element of a list) breaks a bound of ``metadata``."""
+    if value is None:
+        return
+    bounds = [(ok, op, metadata[name]) for name, (ok, op) in _BOUNDS.items() if name in metadata]
+    for v in value if isinstance(value, (list, tuple)) else [value]:
+        if not all(ok(v, b) for ok, _, b in bounds):
+            raise ConfigError(key, f"must be {' and '.join(f'{op} {b}' for _, op, b in bounds)}, got {v!r}")
 
 
 def from_dict(cls: type[C], data: Mapping[str, Any] | None, key: str) -> C:
@@ -82,6 +118,7 @@ def from_dict(cls: type[C], data: Mapping[str, Any] | None, key: str) -> C:
         choices = f.metadata.get("choices")
         if choices is not None and value not in choices:
             raise ConfigError(k, f"{value!r} is not allowed; allowed values: {', '.join(map(str, choices))}")
+        check_bounds(k, value, f.metadata)
         kwargs[name] = value
     try:
         obj = cls(**kwargs)

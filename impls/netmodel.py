@@ -45,9 +45,9 @@ KINDS = ("none", "absolute", "relative")
 @dataclass
 class NetworkConfig:
     kind: str = field(default="none", metadata={"choices": KINDS})
-    latency_s: float = 0.0
-    bandwidth_gbps: float = 0.0  # absolute: link bandwidth in Gbit/s
-    comm_to_compute: float = 0.0  # relative: model-send time / step compute time
+    latency_s: float = field(default=0.0, metadata={"min": 0})
+    bandwidth_gbps: float = field(default=0.0, metadata={"min": 0})  # absolute: link bandwidth in Gbit/s
+    comm_to_compute: float = field(default=0.0, metadata={"min": 0})  # relative: model-send time / step compute
     shared: bool = False
     allreduce_algorithm: str = field(default="ring", metadata={"choices": ("ring", "tree", "recursive_doubling")})
 
@@ -56,8 +56,6 @@ class NetworkConfig:
             raise ConfigError(f"{key}.bandwidth_gbps", "must be > 0 for kind 'absolute'")
         if self.kind == "relative" and self.comm_to_compute <= 0:
             raise ConfigError(f"{key}.comm_to_compute", "must be > 0 for kind 'relative'")
-        if self.latency_s < 0:
-            raise ConfigError(f"{key}.latency_s", "must be >= 0")
 
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -65,7 +65,7 @@ waiting time and the emulated network are accounted the same way for every metho
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator
 
 import torch
@@ -79,10 +79,10 @@ from .optim import SGD
 class OptimConfig:
     """Local optimizer hyperparameters shared by all SGD-family methods."""
 
-    lr: float = 0.1
-    momentum: float = 0.9
+    lr: float = field(default=0.1, metadata={"min": 0})  # 0 is allowed: pure mixing, in tests
+    momentum: float = field(default=0.9, metadata={"min": 0, "lt": 1})
     nesterov: bool = True
-    weight_decay: float = 1e-4
+    weight_decay: float = field(default=1e-4, metadata={"min": 0})
 
 
 @dataclass

@@ -1,13 +1,16 @@
 """Name -> class registries (the fairseq / Bagua pattern).
 
 An entry is registered under a snake_case name; looking up an unknown name raises
-:class:`~impls.errors.ConfigError` listing every known name.
+:class:`~impls.errors.ConfigError` listing every known name, and :meth:`Registry.build`
+checks a spec's arguments against the entry's signature first, so a typo is an error
+naming the key and the allowed ones rather than a ``TypeError`` deep in a job.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
-from typing import Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from .errors import ConfigError
 
@@ -40,6 +43,32 @@ class Registry(Generic[T]):
             raise ConfigError(
                 self.key, f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}"
             ) from None
+
+    def build(self, spec: Mapping[str, Any], *args: Any, fixed: tuple[str, ...] = (), probe: bool = False,
+              **kwargs: Any) -> Any:
+        """Call the entry named ``spec["name"]`` with the rest of ``spec`` as keyword arguments.
+
+        ``args``/``kwargs`` are what the caller supplies itself (``fixed`` names those
+        passed positionally, so they are not offered to the user).  Unknown keys raise a
+        :class:`ConfigError` at ``<key prefix>.<key>`` listing the allowed keys.  With
+        ``probe``, an entry that has a cheaper ``entry.probe`` (same arguments: checks
+        without a full scan of a large dataset) is probed instead of built.
+        """
+        spec = dict(spec)
+        name = spec.pop("name", None)
+        entry = self.get(name)
+        params = inspect.signature(entry).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            allowed = [n for n, p in params.items() if n not in kwargs and n not in fixed
+                       and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            unknown = sorted(set(spec) - set(allowed))
+            if unknown:
+                prefix = self.key.rsplit(".", 1)[0]
+                raise ConfigError(f"{prefix}.{unknown[0]}",
+                                  f"unknown key for {self.kind} {name!r}; allowed keys: "
+                                  f"{', '.join(['name', *allowed])}")
+        fn = getattr(entry, "probe", entry) if probe else entry
+        return fn(*args, **kwargs, **spec)
 
     def names(self) -> list[str]:
         return sorted(self._entries)

@@ -37,29 +37,25 @@ class ScheduleConfig:
     """
 
     lr_scaling: str = field(default="none", metadata={"choices": ("none", "linear")})
-    warmup_epochs: float = 0.0
-    milestones: list[int] = field(default_factory=list)
-    gamma: float = 0.1
+    warmup_epochs: float = field(default=0.0, metadata={"min": 0})
+    milestones: list[int] = field(default_factory=list, metadata={"min": 0})
+    gamma: float = field(default=0.1, metadata={"gt": 0})
 
 
 @dataclass
 class WorkloadConfig:
     dataset: dict[str, Any]
     model: dict[str, Any]
-    batch_size: int = 32  # per worker
-    epochs: int = 5
+    batch_size: int = field(default=32, metadata={"min": 1})  # per worker
+    epochs: int = field(default=5, metadata={"min": 1})
     optimizer: dict[str, Any] = field(default_factory=dict)
     schedule: dict[str, Any] = field(default_factory=dict)
-    target_acc: float | None = None  # for time-to-accuracy
+    target_acc: float | None = field(default=None, metadata={"min": 0, "max": 1})  # for time-to-accuracy
     eval_ranks: str = field(default="all", metadata={"choices": ("all", "zero")})
-    max_steps_per_epoch: int | None = None
-    loader_workers: int = 0
+    max_steps_per_epoch: int | None = field(default=None, metadata={"min": 1})
+    loader_workers: int = field(default=0, metadata={"min": 0})
 
     def validate(self, key: str) -> None:
-        if self.batch_size < 1:
-            raise ConfigError(f"{key}.batch_size", f"must be >= 1, got {self.batch_size}")
-        if self.epochs < 1:
-            raise ConfigError(f"{key}.epochs", f"must be >= 1, got {self.epochs}")
         for k in ("dataset", "model"):
             if "name" not in getattr(self, k):
                 raise ConfigError(f"{key}.{k}.name", "missing")
@@ -77,12 +73,14 @@ class RunConfig:
     straggler: dict[str, Any] = field(default_factory=dict)
     network: Any = "none"
     backend: str = field(default="auto", metadata={"choices": ("auto", "gloo", "nccl")})
-    threads_per_rank: int = 1
+    threads_per_rank: int = field(default=1, metadata={"min": 1})
     checkpoint: bool = True
 
     def validate(self, key: str) -> None:
         if self.nodes < 1:
             raise ConfigError("nodes", f"must be >= 1, got {self.nodes}")
+        if self.seed < 0:
+            raise ConfigError("seed", f"must be >= 0, got {self.seed}")
 
 
 @dataclass
@@ -113,6 +111,39 @@ def resolve(raw: Mapping[str, Any]) -> Resolved:
         network=network_config(run.network, "network"),
         raw=dict(raw),
     )
+
+
+def check_workload(wl: WorkloadConfig, nodes: int, seed: int, cache: dict[str, Any] | None = None) -> None:
+    """Everything a run would find wrong with its workload, found before any job runs.
+
+    Builds (or, for a large on-disk dataset, probes) the dataset, the model on the
+    ``meta`` device (no memory, no time) and rank 0's sampler at ``nodes`` workers:
+    unknown names and arguments, missing or empty dataset roots, a bad partition, a
+    batch larger than a worker's data.  ``cache`` shares datasets between calls.
+    """
+    import json
+
+    import torch
+
+    from .data import build_dataset
+    from .data.sampler import build_sampler
+    from .models import build_model
+
+    cache = {} if cache is None else cache
+    dkey = json.dumps(wl.dataset, sort_keys=True)
+    if dkey not in cache:
+        cache[dkey] = build_dataset(wl.dataset, probe=True)
+    data = cache[dkey]
+    try:
+        with torch.device("meta"):
+            build_model(wl.model, data.input_shape, data.num_classes)
+    except ConfigError:
+        raise
+    except Exception as e:  # a wrong value type or an impossible shape: say which model
+        raise ConfigError("workload.model", f"cannot build model {wl.model.get('name')!r} for inputs "
+                                            f"{tuple(data.input_shape)}: {type(e).__name__}: {e}") from None
+    if data.train is not None:
+        build_sampler(wl.dataset.get("partition"), data.train, wl.batch_size, 0, nodes, seed)
 
 
 def lr_at(base: float, sched: ScheduleConfig, world: int, epoch_f: float) -> float:

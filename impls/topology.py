@@ -28,7 +28,6 @@ Graphs (``TOPOLOGIES`` registry, config ``topology: {name: ..., ...}``):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
@@ -184,9 +183,4 @@ class BipartiteExponential(Graph):
 
 def build_topology(spec: str | Mapping[str, Any], world: int) -> Graph:
     spec = {"name": spec} if isinstance(spec, str) else dict(spec)
-    name = spec.pop("name", None)
-    cls = TOPOLOGIES.get(name)
-    try:
-        return cls(world, **spec)
-    except TypeError:
-        raise ConfigError(f"algorithm.topology", f"bad arguments {spec} for topology {name!r}") from None
+    return TOPOLOGIES.build(spec, world, fixed=("world",))

@@ -1,7 +1,5 @@
 """Real loaders for full datasets, tested on tiny files written in the same formats."""
 
-import pickle
-
 import numpy as np
 import pytest
 import torch
@@ -11,38 +9,11 @@ from impls.data.sampler import GlobalBatchSampler
 from impls.errors import ConfigError
 from impls.runtime.loop import batches
 
-
-# Keys are str, as in the official pickles (Python 2 str loads as str with latin1).
-def _write_cifar10(root, n_train=20, n_test=10):
-    d = root / "cifar-10-batches-py"
-    d.mkdir(parents=True)
-    rng = np.random.RandomState(0)
-    for i in range(1, 6):
-        with open(d / f"data_batch_{i}", "wb") as f:
-            pickle.dump({"data": rng.randint(0, 256, (n_train // 5, 3072), dtype=np.uint8),
-                         "labels": list(rng.randint(0, 10, n_train // 5))}, f)
-    with open(d / "test_batch", "wb") as f:
-        pickle.dump({"data": rng.randint(0, 256, (n_test, 3072), dtype=np.uint8),
-                     "labels": list(range(n_test))}, f)
-    with open(d / "batches.meta", "wb") as f:
-        pickle.dump({"label_names": [f"c{i}" for i in range(10)]}, f)
-
-
-# Keys are str, as in the official pickles (Python 2 str loads as str with latin1).
-def _write_cifar100(root, n=12):
-    d = root / "cifar-100-python"
-    d.mkdir(parents=True)
-    rng = np.random.RandomState(1)
-    for name in ("train", "test"):
-        with open(d / name, "wb") as f:
-            pickle.dump({"data": rng.randint(0, 256, (n, 3072), dtype=np.uint8),
-                         "fine_labels": list(rng.randint(0, 100, n)), "coarse_labels": [0] * n}, f)
-    with open(d / "meta", "wb") as f:
-        pickle.dump({"fine_label_names": [f"c{i}" for i in range(100)]}, f)
+from datafiles import write_cifar10, write_cifar100
 
 
 def test_cifar10_local_files(tmp_path):
-    _write_cifar10(tmp_path)
+    write_cifar10(tmp_path)
     b = build_dataset({"name": "cifar10", "root": str(tmp_path), "verify_md5": False})
     assert (len(b.train), len(b.val), b.num_classes, b.input_shape) == (20, 10, 10, (3, 32, 32))
     x, y = b.val[3]
@@ -53,13 +24,13 @@ def test_cifar10_local_files(tmp_path):
 
 
 def test_cifar10_md5_check_on_by_default(tmp_path):
-    _write_cifar10(tmp_path)
+    write_cifar10(tmp_path)
     with pytest.raises(ConfigError, match="workload.dataset.root"):
         build_dataset({"name": "cifar10", "root": str(tmp_path)})
 
 
 def test_cifar100_local_files(tmp_path):
-    _write_cifar100(tmp_path)
+    write_cifar100(tmp_path)
     b = build_dataset({"name": "cifar100", "root": str(tmp_path), "verify_md5": False, "augment": False})
     assert (len(b.train), b.num_classes) == (12, 100)
     assert b.train[0][0].shape == (3, 32, 32)

@@ -1,9 +1,11 @@
 """Tier 1: the gossip experiments of config/config.yaml and the paper-scale config/full files validate.
 
 The full configs name dataset roots of a cluster (/datasets/...), which do not exist
-here; ``distrepro_wf.config.validate`` checks that a root is a directory, so the test
-points every root at a temporary directory and validates everything else for real
-(schema, registered algorithms and their hyperparameters, topologies, workloads).
+here; ``distrepro_wf.config.validate`` reads each dataset (or, for ImageNet, probes its
+layout) and checks the batches fit, so the test points every root at tiny files in the
+real format (CIFAR-10 pickles large enough for the configs' global batches, with the md5
+check off; ImageNet class folders) and validates everything else for real (schema,
+registered algorithms and their hyperparameters, topologies, models, workloads).
 Graph checks that need the world size (peers in range, bipartite parity, D^2's
 eigenvalue condition) are run by building each gossip run's algorithm at its node count.
 """
@@ -18,15 +20,21 @@ from impls.errors import ConfigError
 from impls.protocol import Context
 from impls.runconfig import resolve
 
+from datafiles import write_cifar10, write_imagefolder
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(name, tmp_path=None):
     cfg = yaml.safe_load((ROOT / "config" / name).read_text())
     if tmp_path is not None:
-        for wl in cfg["workloads"].values():
-            if "root" in wl["dataset"]:
-                wl["dataset"]["root"] = str(tmp_path)
+        for wname, wl in cfg["workloads"].items():
+            ds = wl["dataset"]
+            if ds["name"] == "cifar10":  # 5 workers x 128, label shards of 2 classes >= 128 each
+                ds.update(root=str(write_cifar10(tmp_path / wname, n_train=700, n_test=10, balanced=True)),
+                          verify_md5=False)
+            elif ds["name"] == "imagefolder":
+                ds["root"] = str(write_imagefolder(tmp_path / wname, ["n01440764", "n01443537"], per_class=1))
     return cfg
 
 
@@ -54,7 +62,8 @@ def test_full_configs_validate(tmp_path, name, experiments, paper):
 
 
 def test_full_config_without_the_dataset_is_refused():
-    with pytest.raises(ConfigError, match=r"workloads.resnet50_imagenet.dataset.root: directory '/datasets/imagenet'"):
+    with pytest.raises(ConfigError, match=r"workloads.resnet50_imagenet.dataset.root: dataset directory "
+                                          r"'/datasets/imagenet/train' does not exist"):
         validate(_load("full/sgp.yaml"))
 
 

@@ -120,8 +120,13 @@ def test_bipartite_needs_an_even_number_of_ranks():
 
 
 def test_unknown_topology_argument():
-    with pytest.raises(ConfigError, match="bad arguments"):
+    with pytest.raises(ConfigError) as e:
         build_topology({"name": "ring", "peers": 2}, 4)
+    assert e.value.key == "algorithm.topology.peers"
+    assert "unknown key for topology 'ring'; allowed keys: name" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        build_topology({"name": "exponential", "peer": 2}, 4)
+    assert e.value.key == "algorithm.topology.peer" and "allowed keys: name, peers" in str(e.value)
 
 
 def _algo(spec, world=4, momentum=0.0):

@@ -79,7 +79,6 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors
 
-from ..errors import ConfigError
 from ..protocol import Algorithm
 from ..topology import BipartiteExponential
 from . import register
@@ -88,11 +87,7 @@ from . import register
 @dataclass
 class AdpsgdConfig:
     peer_selection: str = field(default="random", metadata={"choices": ("random", "cyclic")})
-    timeout_s: float = 300.0
-
-    def validate(self, key: str) -> None:
-        if self.timeout_s <= 0:
-            raise ConfigError(f"{key}.timeout_s", f"must be > 0, got {self.timeout_s}")
+    timeout_s: float = field(default=300.0, metadata={"gt": 0})
 
 
 @register("adpsgd")

@@ -35,7 +35,7 @@ applies the straggler delay between backward and communication, and the benchmar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -45,7 +45,7 @@ from . import register
 
 @dataclass
 class AllreduceSGDConfig:
-    bucket_mb: float = 25.0
+    bucket_mb: float = field(default=25.0, metadata={"gt": 0})
 
 
 @register("allreduce_sgd")

@@ -60,7 +60,7 @@ from . import register
 class D2Config:
     topology: Any = "ring"
     mixing: str = field(default="auto", metadata={"choices": ("auto", "plain", "lazy")})
-    init_spread: float = 0.0
+    init_spread: float = field(default=0.0, metadata={"min": 0})
 
     def validate(self, key: str) -> None:
         self.topology = topology_spec(self.topology, f"{key}.topology", symmetric_only=True)

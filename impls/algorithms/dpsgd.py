@@ -56,7 +56,7 @@ from . import register
 class DPSGDConfig:
     topology: Any = "ring"
     order: str = field(default="mix_then_step", metadata={"choices": ("mix_then_step", "step_then_mix")})
-    init_spread: float = 0.0
+    init_spread: float = field(default=0.0, metadata={"min": 0})
 
     def validate(self, key: str) -> None:
         self.topology = topology_spec(self.topology, f"{key}.topology", symmetric_only=True)

@@ -47,7 +47,6 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError
 from ..gossip import (Round, add_weight_decay, flat_params, local_sgd, make_graph, perturb, start_round,
                       topology_spec, write_params)
 from ..protocol import Algorithm
@@ -56,13 +55,11 @@ from . import register
 
 @dataclass
 class OSGPConfig:
-    tau: int = 1
+    tau: int = field(default=1, metadata={"min": 0})
     topology: Any = field(default_factory=lambda: {"name": "exponential", "peers": 1})
-    init_spread: float = 0.0
+    init_spread: float = field(default=0.0, metadata={"min": 0})
 
     def validate(self, key: str) -> None:
-        if self.tau < 0:
-            raise ConfigError(f"{key}.tau", f"must be >= 0, got {self.tau}")
         self.topology = topology_spec(self.topology, f"{key}.topology")
 
 

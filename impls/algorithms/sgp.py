@@ -59,7 +59,7 @@ from . import register
 @dataclass
 class SGPConfig:
     topology: Any = field(default_factory=lambda: {"name": "exponential", "peers": 1})
-    init_spread: float = 0.0
+    init_spread: float = field(default=0.0, metadata={"min": 0})
     log_mass: bool = False
 
     def validate(self, key: str) -> None:

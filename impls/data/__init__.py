@@ -34,10 +34,11 @@ class DataBundle:
     input_shape: tuple[int, ...]
 
 
-def build_dataset(spec: dict[str, Any]) -> DataBundle:
+def build_dataset(spec: dict[str, Any], probe: bool = False) -> DataBundle:
+    """The dataset of ``workload.dataset``; ``probe``: only what validation needs, cheaply
+    (a large on-disk dataset checks its layout and may return ``train=None``)."""
     from . import digits, vision  # noqa: F401  (register)
 
     spec = dict(spec)
-    name = spec.pop("name", None)
     spec.pop("partition", None)  # how the data is split across ranks: see sampler.build_sampler
-    return DATASETS.get(name)(**spec)
+    return DATASETS.build(spec, probe=probe)

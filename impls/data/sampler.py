@@ -23,7 +23,10 @@ import torch
 class GlobalBatchSampler:
     def __init__(self, n: int, batch_size: int, rank: int = 0, world: int = 1, seed: int = 0):
         if n < batch_size * world:
-            raise ValueError(f"dataset of {n} samples is smaller than one global batch ({batch_size}x{world})")
+            from ..errors import ConfigError
+
+            raise ConfigError("workload.batch_size", f"the training set has {n} samples, fewer than one global "
+                                                     f"batch ({batch_size} per worker x {world} workers)")
         self.n, self.b, self.rank, self.world, self.seed = n, batch_size, rank, world, seed
         self.epoch = 0
 
@@ -79,7 +82,8 @@ class LabelPartitionSampler:
                 shards[ranks[i % len(ranks)]].append(s)
         smallest = min(len(s) for s in shards)
         if smallest < batch_size:
-            raise ValueError(f"a worker's label shard has {smallest} samples, fewer than one batch ({batch_size})")
+            raise ConfigError("workload.batch_size", f"a worker's label shard has {smallest} samples, fewer than "
+                                                     f"one batch ({batch_size})")
         self.indices = torch.tensor(sorted(shards[rank]), dtype=torch.long)
         self.classes = sorted({classes[(rank * c + j) % C] for j in range(c)})
         self.b, self.rank, self.seed, self.steps = batch_size, rank, seed, smallest // batch_size

@@ -17,7 +17,9 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 def _need_dir(key: str, path: str) -> None:
-    if not path or not os.path.isdir(path):
+    if not path or not path.strip("/."):
+        raise ConfigError(key, "missing: set it to the local directory that holds the data (nothing is downloaded)")
+    if not os.path.isdir(path):
         raise ConfigError(key, f"dataset directory {path!r} does not exist (nothing is downloaded; "
                                "point it at a local copy)")
 
@@ -39,8 +41,10 @@ def _cifar(root: str, classes: int, augment: bool, verify_md5: bool) -> DataBund
     try:
         train = cls(root, train=True, download=False, transform=T.Compose(train_tf + [T.ToTensor(), norm]))
         val = cls(root, train=False, download=False, transform=T.Compose([T.ToTensor(), norm]))
-    except RuntimeError as e:  # torchvision: "Dataset not found or corrupted"
-        raise ConfigError("workload.dataset.root", f"{root!r}: {e}") from None
+    except RuntimeError as e:  # torchvision: "Dataset not found or corrupted. You can use download=True ..."
+        why = str(e).split(". You can use download=True")[0]  # this project never downloads
+        raise ConfigError("workload.dataset.root", f"{root!r}: {why} (expected the standard python-pickle "
+                                                   f"batches of {base.__name__}; nothing is downloaded)") from None
     return DataBundle(train, val, classes, (3, 32, 32))
 
 
@@ -77,3 +81,20 @@ def imagefolder(root: str = "", image_size: int = 224, augment: bool = True) -> 
     if train.classes != val.classes:
         raise ConfigError("workload.dataset.root", "train/ and val/ hold different class folders")
     return DataBundle(train, val, len(train.classes), (3, image_size, image_size))
+
+
+def _imagefolder_probe(root: str = "", image_size: int = 224, augment: bool = True) -> DataBundle:
+    """Validation without scanning a million files: the layout and the class folders only
+    (``train``/``val`` are ``None``: sizes are known only after the full scan of a run)."""
+    classes = {}
+    for split in ("train", "val"):
+        _need_dir("workload.dataset.root", os.path.join(root, split))
+        classes[split] = sorted(e.name for e in os.scandir(os.path.join(root, split)) if e.is_dir())
+        if not classes[split]:
+            raise ConfigError("workload.dataset.root", f"{os.path.join(root, split)!r} has no class folders")
+    if classes["train"] != classes["val"]:
+        raise ConfigError("workload.dataset.root", "train/ and val/ hold different class folders")
+    return DataBundle(None, None, len(classes["train"]), (3, image_size, image_size))
+
+
+imagefolder.probe = _imagefolder_probe

@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import torch
 from torch import nn
 
 from ..registry import Registry
@@ -22,15 +22,13 @@ MODELS: Registry = Registry("model", "workload.model.name")
 def build_model(spec: dict[str, Any], input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     from . import resnet_cifar  # noqa: F401  (register)
 
-    spec = dict(spec)
-    name = spec.pop("name", None)
-    return MODELS.get(name)(input_shape=input_shape, num_classes=num_classes, **spec)
+    return MODELS.build(spec, input_shape=input_shape, num_classes=num_classes)
 
 
 @MODELS.register("mlp")
 def mlp(input_shape, num_classes, hidden: list[int] | None = None) -> nn.Module:
     hidden = [64] if hidden is None else hidden
-    dims = [int(torch.tensor(input_shape).prod())] + list(hidden)
+    dims = [math.prod(input_shape)] + list(hidden)
     layers: list[nn.Module] = [nn.Flatten()]
     for a, b in zip(dims[:-1], dims[1:]):
         layers += [nn.Linear(a, b), nn.ReLU()]

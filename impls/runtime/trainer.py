@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import random
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -74,6 +76,61 @@ def _seed_all(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def _load_checkpoint(path: Path, model: torch.nn.Module, h: str, device) -> tuple[dict | None, str | None]:
+    """This rank's checkpoint if it is readable and of this config, else ``(None, why)``.
+
+    An unreadable or damaged file (truncated, not a checkpoint, another model's
+    shapes) is moved aside to ``<name>.unreadable-<time>`` and treated as absent: the
+    run starts from scratch instead of failing every retry.  A checkpoint of another
+    config is simply ignored (it is overwritten at the end of the first epoch).
+    """
+    if not path.exists():
+        return None, None
+    try:
+        state = torch.load(path, map_location=device, weights_only=False)
+        missing = {"epoch", "config_hash", "model", "algo", "rng", "wall_s", "metrics"} - set(state)
+        if missing:
+            raise ValueError(f"missing {sorted(missing)}")
+        ours = model.state_dict()
+        if set(state["model"]) != set(ours) or any(state["model"][k].shape != v.shape for k, v in ours.items()):
+            raise ValueError("its parameters do not match this model")
+    except Exception as e:  # noqa: BLE001  (any damage: EOFError, UnpicklingError, RuntimeError, ...)
+        aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%dT%H%M%S')}")
+        path.rename(aside)
+        return None, f"{path.name} unreadable ({type(e).__name__}: {str(e)[:200]}), kept as {aside.name}"
+    return (state if state["config_hash"] == h else None), None
+
+
+def _gather_notes(note: str | None, world: int) -> list[str]:
+    """Every rank's note (None skipped), on every rank; one int all-reduce when there are none."""
+    if world == 1:
+        return [note] if note else []
+    flag = torch.tensor([int(note is not None)])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if not int(flag):
+        return []
+    notes: list[Any] = [None] * world
+    dist.all_gather_object(notes, note)
+    return [f"rank {r}: {n}" for r, n in enumerate(notes) if n]
+
+
+def _finite_params(model: torch.nn.Module) -> bool:
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
+def _check_divergence(first_bad: str | None, world: int) -> None:
+    """Raise :class:`DivergedError` on every rank if any rank saw a non-finite value.
+
+    ``first_bad``: this rank's first such event ("step 13 (epoch 1): loss/train = nan").
+    Called where every rank calls it (an epoch's end), so the ranks agree and leave the
+    run together; the earliest report of the lowest rank names the run's failure.
+    """
+    notes = _gather_notes(first_bad, world)
+    if notes:
+        raise DivergedError(f"diverged: {notes[0]}" + (f" (and {len(notes) - 1} more rank(s))" if len(notes) > 1
+                                                       else ""))
 
 
 def _agree(value: int, world: int) -> int | None:
@@ -157,10 +214,12 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
 
     start_epoch, wall_offset, initial = 0, 0.0, ""
     ckpt_path = ckpt_dir / f"rank{rank}.pt" if ckpt_dir else None
-    found = -1
-    if ckpt_path is not None and ckpt_path.exists():
-        state = torch.load(ckpt_path, map_location=device, weights_only=False)
-        found = state["epoch"] if state.get("config_hash") == h else -1
+    state, note = _load_checkpoint(ckpt_path, model, h, device) if ckpt_path is not None else (None, None)
+    found = state["epoch"] if state is not None else -1
+    discarded = _gather_notes(note, world)
+    for n in discarded:
+        if rank == 0:
+            print(f"WARNING: checkpoint {n}; every rank starts this run from scratch", file=sys.stderr, flush=True)
     if _agree(found, world) not in (None, -1):
         model.load_state_dict(state["model"])
         algo.load_state_dict(state["algo"])
@@ -190,6 +249,7 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
             "world": world, "steps_per_epoch": steps_per_epoch, "compute_ref_s": compute_ref,
             "params": sum(p.numel() for p in model.parameters()), "slow_ranks": straggler.slow_ranks,
             "network": net.describe(), "resumed_from_epoch": start_epoch - 1 if start_epoch else None,
+            "checkpoints_discarded": discarded,
         }, indent=2))
 
     # barrier-free (asynchronous) algorithms: epochs end by a shared step count, see SharedSteps
@@ -198,6 +258,7 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
                          start_epoch, wl.loader_workers, device) if barrier_free else None
     t_start = time.perf_counter() - wall_offset
     comm.pop_counters()
+    first_bad: str | None = None  # this rank's first non-finite loss or parameters (divergence)
     for epoch in range(start_epoch, wl.epochs):
         model.train()
         t_epoch = time.perf_counter()
@@ -225,6 +286,8 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
                    "time/straggler_delay_s": delay, "time/step_s": now - t0, "time/wall_s": now - t_start,
                    **c.as_metrics(), **extra}
             writer.write("step", epoch, gstep, rec)
+            if first_bad is None and not math.isfinite(rec["loss/train"]):
+                first_bad = f"step {gstep} (epoch {epoch}): loss/train = {rec['loss/train']}"
             losses.append(rec["loss/train"])
             for k in ("time/compute_s", "time/straggler_delay_s", "time/comm_s", "time/net_delay_s",
                       "comm/bytes_sent", "comm/bytes_recv", "comm/messages"):
@@ -245,6 +308,16 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
         ep["time/wall_s"] = time.perf_counter() - t_start
         writer.write("epoch", epoch, (epoch + 1) * steps_per_epoch, ep)
         writer.flush()
+        if first_bad is None and not _finite_params(model):
+            first_bad = f"epoch {epoch}: non-finite parameters"
+        if not barrier_free or closed:  # barrier-free ranks agree once, after the last epoch
+            try:
+                _check_divergence(first_bad, world)  # never checkpoint a diverged model
+            except DivergedError:
+                if not closed:  # every rank is here: drain in-flight messages before the next run
+                    algo.close()
+                writer.close()
+                raise
         if ckpt_path is not None:
             ckpt_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = ckpt_path.with_suffix(".tmp")

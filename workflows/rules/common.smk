@@ -1,4 +1,6 @@
 # Config validation, the expanded run grid and small shared helpers.
+import os
+import sys
 import time
 
 from snakemake.exceptions import WorkflowError
@@ -9,11 +11,27 @@ from distrepro_wf.runs import launch_retry_token
 from distrepro_wf.timing import append_pipeline_row
 from impls.errors import ConfigError
 
+CONFIG_FILES = list(workflow.overwrite_configfiles) or [f"{workflow.basedir}/config/config.yaml"]
+try:
+    # strictly, first: a key defined twice (Snakemake's loader keeps the last silently)
+    # or a YAML syntax error names the file, the line and the key
+    wfconfig.check_config_files(CONFIG_FILES)
+except ConfigError as e:
+    raise WorkflowError(f"invalid configuration: {e}") from None
+
+if not workflow.overwrite_configfiles:
+
+    configfile: CONFIG_FILES[0]
+
+
 try:
     RUNS = wfconfig.validate(config)  # clear message: the key and the allowed values
 except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 validate(config, "../schemas/config.schema.yaml")
+
+for warning in wfconfig.oversubscription_warnings(RUNS, os.cpu_count() or 1):
+    print(f"WARNING: {warning}", file=sys.stderr)
 
 EXPERIMENTS = sorted({r.experiment for r in RUNS})
 _T0 = {}

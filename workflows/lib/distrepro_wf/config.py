@@ -10,7 +10,7 @@ as the runtime will.
 from __future__ import annotations
 
 import copy
-import os
+import json
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
@@ -18,6 +18,8 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from impls.errors import ConfigError
+
+from .yamlio import load_yaml
 
 WORKFLOW_DIR = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
@@ -34,6 +36,18 @@ class Run(NamedTuple):
     @property
     def path(self) -> str:
         return RUN_PATTERN.format(**self._asdict())
+
+
+def check_config_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """Read each config file strictly (:mod:`distrepro_wf.yamlio`): a YAML syntax error
+    or a key defined twice is a :class:`ConfigError` naming the file, line and key."""
+    docs = []
+    for p in paths:
+        doc = load_yaml(p)
+        if not isinstance(doc, dict):
+            raise ConfigError(str(p), f"expected a mapping of experiments, workloads, ...; got {type(doc).__name__}")
+        docs.append(doc)
+    return docs
 
 
 def load_schema() -> dict[str, Any]:
@@ -141,36 +155,60 @@ def run_config(config: dict[str, Any], run: Run) -> dict[str, Any]:
     }
 
 
+def oversubscription_warnings(runs: Iterable[Run], cores: int, factor: int = 2) -> list[str]:
+    """One line per experiment whose launches start more than ``factor`` ranks per core.
+
+    Such runs are correct, but their time metrics measure the operating system sharing
+    cores among processes rather than the method (a Slurm profile, or the simulated
+    platform, is where their speed can be judged).
+    """
+    worst: dict[str, int] = {}
+    for r in runs:
+        worst[r.experiment] = max(worst.get(r.experiment, 0), r.nodes)
+    return [f"experiment {e!r} starts {n} ranks on {cores} core(s) ({n / cores:g} per core): its time "
+            f"metrics measure oversubscription of this machine, not the method"
+            for e, n in sorted(worst.items()) if n > factor * cores]
+
+
+def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
+    """Where in the user's YAML the runtime key ``key`` (``workload.model.hidden``, ...) was set."""
+    exp = config["experiments"][run.experiment]
+    method = f"experiments.{run.experiment}.methods.{run.method}"
+    head, rest = key.split(".")[0].split("[")[0], key[len(key.split(".")[0].split("[")[0]):]
+    if head == "workload":  # a method's workload_overrides, if the key was set there
+        node = (exp["methods"][run.method] or {}).get("workload_overrides", {})
+        for part in rest.strip(".").split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            return f"{method}.workload_overrides{rest}"
+    where = {"algorithm": f"{method}.algorithm", "workload": f"workloads.{exp['workload']}",
+             "straggler": f"stragglers.{run.straggler}", "network": f"experiments.{run.experiment}.network",
+             "nodes": f"experiments.{run.experiment}.nodes", "seed": f"experiments.{run.experiment}.seeds"}
+    return where[head] + rest if head in where else f"{method}: {key}"
+
+
 def validate(config: dict[str, Any]) -> list[Run]:
     """Check everything before any job runs; return the expanded runs."""
     check_schema(config)
     from impls.comm import Communicator
     from impls.protocol import Context
-    from impls.runconfig import resolve
+    from impls.runconfig import check_workload, resolve
     from impls.straggler import StragglerModel
 
     runs = expand(config)
-    checked_dirs: set[str] = set()
+    datasets: dict[str, Any] = {}
+    checked: set[str] = set()
     for run in runs:
         raw = run_config(config, run)
-        prefix = f"experiments.{run.experiment}.methods.{run.method}"
         try:
             res = resolve(raw)
             StragglerModel(res.straggler, 0, run.nodes, run.seed)
             # the algorithm's own checks at this node count (its __init__ never communicates)
             res.algorithm_cls(res.algorithm, Context(0, run.nodes, Communicator(), res.optim, run.seed))
+            wkey = json.dumps([raw["workload"], run.nodes], sort_keys=True)
+            if wkey not in checked:  # data, model and batches, once per workload and node count
+                check_workload(res.workload, run.nodes, run.seed, datasets)
+                checked.add(wkey)
         except ConfigError as e:
-            wl = config["experiments"][run.experiment]["workload"]
-            where = {"algorithm": f"{prefix}.algorithm", "workload": f"workloads.{wl}",
-                     "straggler": f"stragglers.{run.straggler}", "network": f"experiments.{run.experiment}.network",
-                     "nodes": f"experiments.{run.experiment}.nodes"}
-            head = e.key.split(".")[0].split("[")[0]
-            key = where[head] + e.key[len(head):] if head in where else f"{prefix}: {e.key}"
-            raise ConfigError(key, str(e)[len(e.key) + 2:]) from None
-        root = raw["workload"]["dataset"].get("root")
-        if root is not None and root not in checked_dirs:
-            if not os.path.isdir(root):
-                raise ConfigError(f"workloads.{config['experiments'][run.experiment]['workload']}.dataset.root",
-                                  f"directory {root!r} does not exist (nothing is downloaded)")
-            checked_dirs.add(root)
+            raise ConfigError(_error_key(config, run, e.key), str(e)[len(e.key) + 2:]) from None
     return runs

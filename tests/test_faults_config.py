@@ -1,0 +1,192 @@
+"""Bad input: every invalid setting is refused at validation, before any job, with the key
+as the user wrote it and what is allowed; nothing is written.
+
+The table below is the config half of the fault and bad-input suite (the reliability
+issue's items 1, 4, 6 and 7): invalid hyperparameters (NaN, infinity, negative values
+that would train "successfully" into garbage), unknown registry names and arguments,
+dataset roots, partitions and sizes that used to fail only inside a job, keys defined
+twice and YAML syntax errors.  Each case names the key the error must point at and a
+piece of the message.
+"""
+
+import copy
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from datafiles import write_cifar10
+from distrepro_wf.config import check_config_files, validate
+from impls.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = {
+    "experiments": {"smoke": {"workload": "tiny", "nodes": [1, 2], "stragglers": ["none"], "seeds": [1],
+                              "methods": {"allreduce_sgd": {}, "sgp": {}}}},
+    "workloads": {"tiny": {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]},
+                           "batch_size": 16, "epochs": 2, "max_steps_per_epoch": 8,
+                           "optimizer": {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-4},
+                           "schedule": {"milestones": [1], "gamma": 0.1}}},
+    "stragglers": {"none": {"kind": "none"}},
+    "launcher": {"kind": "local", "timeout_s": 300},
+}
+WL = "workloads.tiny"
+M = "experiments.smoke.methods"
+
+
+def _set(path, value):
+    """A mutation that sets the dotted ``path`` of the config to ``value``."""
+    def mutate(c, _root):
+        *head, last = path.split(".")
+        node = c
+        for k in head:
+            node = node.setdefault(k, {})
+        node[last] = value(_root) if callable(value) else value
+    return mutate
+
+
+def _cifar_root(root):
+    return str(write_cifar10(root / "cifar", n_train=20, n_test=10))
+
+
+CASES = [
+    # 1. hyperparameters that would train into garbage (or NaN) and still be "ok"
+    ("lr_nan", _set(f"{WL}.optimizer.lr", math.nan), f"{WL}.optimizer.lr", "must be a finite number"),
+    ("lr_inf", _set(f"{WL}.optimizer.lr", math.inf), f"{WL}.optimizer.lr", "must be a finite number"),
+    ("lr_negative", _set(f"{WL}.optimizer.lr", -0.1), f"{WL}.optimizer.lr", "must be >= 0, got -0.1"),
+    ("lr_yaml11_text", _set(f"{WL}.optimizer.lr", "1e6"), f"{WL}.optimizer.lr", "write 1.0e-4"),
+    ("momentum_negative", _set(f"{WL}.optimizer.momentum", -0.5), f"{WL}.optimizer.momentum", ">= 0 and < 1"),
+    ("momentum_one", _set(f"{WL}.optimizer.momentum", 1.0), f"{WL}.optimizer.momentum", ">= 0 and < 1"),
+    ("weight_decay_negative", _set(f"{WL}.optimizer.weight_decay", -1e-4), f"{WL}.optimizer.weight_decay",
+     "must be >= 0"),
+    ("gamma_negative", _set(f"{WL}.schedule.gamma", -0.1), f"{WL}.schedule.gamma", "must be > 0"),
+    ("warmup_negative", _set(f"{WL}.schedule.warmup_epochs", -1), f"{WL}.schedule.warmup_epochs", ">= 0"),
+    ("milestone_negative", _set(f"{WL}.schedule.milestones", [2, -1]), f"{WL}.schedule.milestones", ">= 0"),
+    ("bucket_zero", _set(f"{M}.allreduce_sgd.algorithm", {"bucket_mb": 0}),
+     f"{M}.allreduce_sgd.algorithm.bucket_mb", "must be > 0"),
+    ("init_spread_negative", _set(f"{M}.sgp.algorithm", {"init_spread": -1.0}),
+     f"{M}.sgp.algorithm.init_spread", ">= 0"),
+    ("straggler_factor_below_one", _set("stragglers.none", {"kind": "fixed", "ranks": [-1], "factor": 0.5}),
+     "stragglers.none.factor", "must be >= 1"),
+    ("straggler_prob_zero", _set("stragglers.none", {"kind": "random", "mean_fraction": 1.0, "prob": 0.0}),
+     "stragglers.none.prob", "must be > 0 and <= 1"),
+    ("network_latency_negative", _set("experiments.smoke.network", {"kind": "absolute", "bandwidth_gbps": 1.0,
+                                                                    "latency_s": -1e-6}),
+     "experiments.smoke.network.latency_s", ">= 0"),
+    ("network_bandwidth_nan", _set("experiments.smoke.network", {"kind": "absolute", "bandwidth_gbps": math.nan}),
+     "experiments.smoke.network.bandwidth_gbps", "finite"),
+    # 4. names, arguments, paths and sizes that used to fail only inside a job
+    ("dataset_unknown", _set(f"{WL}.dataset", {"name": "mnist"}), f"{WL}.dataset.name",
+     "unknown dataset 'mnist'; known: cifar10, cifar100, digits, imagefolder"),
+    ("dataset_argument_unknown", _set(f"{WL}.dataset", {"name": "digits", "val_frac": 0.2}),
+     f"{WL}.dataset.val_frac", "allowed keys: name, val_fraction, flatten, split_seed"),
+    ("model_unknown", _set(f"{WL}.model", {"name": "vgg99"}), f"{WL}.model.name", "known: cnn, mlp, resnet18"),
+    ("model_argument_unknown", _set(f"{WL}.model", {"name": "mlp", "width": 3}), f"{WL}.model.width",
+     "allowed keys: name, hidden"),
+    ("model_argument_bad_value", _set(f"{WL}.model", {"name": "mlp", "hidden": "wide"}), f"{WL}.model",
+     "cannot build model 'mlp'"),
+    ("cifar_without_root", _set(f"{WL}.dataset", {"name": "cifar10"}), f"{WL}.dataset.root", "missing: set it"),
+    ("cifar_empty_root", _set(f"{WL}.dataset", {"name": "cifar10", "root": ""}), f"{WL}.dataset.root",
+     "missing: set it"),
+    ("cifar_root_without_files", _set(f"{WL}.dataset", lambda r: {"name": "cifar10", "root": str(r)}),
+     f"{WL}.dataset.root", "nothing is downloaded"),
+    ("cifar_batch_larger_than_data", _set(f"{WL}.dataset", lambda r: {"name": "cifar10", "root": _cifar_root(r),
+                                                                      "verify_md5": False}),
+     f"{WL}.batch_size", "the training set has 20 samples, fewer than one global batch (16 per worker x 2"),
+    ("imagefolder_without_class_folders",
+     _set(f"{WL}.dataset", lambda r: (Path(r, "in", "train").mkdir(parents=True), Path(r, "in", "val").mkdir(),
+                                      {"name": "imagefolder", "root": str(Path(r, "in"))})[-1]),
+     f"{WL}.dataset.root", "has no class folders"),
+    ("partition_kind_unknown", _set(f"{WL}.dataset", {"name": "digits", "partition": {"kind": "dirichlet"}}),
+     f"{WL}.dataset.partition.kind", "allowed values: iid, labels"),
+    ("partition_key_unknown", _set(f"{WL}.dataset", {"name": "digits", "partition": {"kind": "labels",
+                                                                                     "classes": 2}}),
+     f"{WL}.dataset.partition.classes", "allowed keys: kind, classes_per_worker"),
+    ("partition_too_few_classes", _set(f"{WL}.dataset", {"name": "digits", "partition": {"kind": "labels",
+                                                                                         "classes_per_worker": 1}}),
+     f"{WL}.dataset.partition.classes_per_worker", "covers fewer than the 10 classes"),
+    ("batch_larger_than_dataset", _set(f"{WL}.batch_size", 1000), f"{WL}.batch_size",
+     "fewer than one global batch (1000 per worker x 2 workers)"),
+    ("max_steps_zero", _set(f"{WL}.max_steps_per_epoch", 0), f"{WL}.max_steps_per_epoch", "must be >= 1"),
+    ("target_acc_above_one", _set(f"{WL}.target_acc", 1.5), f"{WL}.target_acc", "greater than the maximum of 1"),
+    ("loader_workers_negative", _set(f"{WL}.loader_workers", -1), f"{WL}.loader_workers", "must be >= 0"),
+    # 7. an error in a method's workload_overrides points at the override, not at workloads.
+    ("override_typo", _set(f"{M}.sgp.workload_overrides", {"optimizer": {"lrr": 0.1}}),
+     f"{M}.sgp.workload_overrides.optimizer.lrr", "unknown key; allowed keys: lr, momentum"),
+    ("override_bad_value", _set(f"{M}.sgp.workload_overrides", {"optimizer": {"lr": -1.0}}),
+     f"{M}.sgp.workload_overrides.optimizer.lr", "must be >= 0"),
+]
+
+
+@pytest.mark.parametrize("mutate,key,message", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_invalid_setting_is_refused_naming_the_key(tmp_path, mutate, key, message):
+    cfg = copy.deepcopy(TINY)
+    mutate(cfg, tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    assert e.value.key == key, str(e.value)
+    assert message in str(e.value), str(e.value)
+    assert "download=True" not in str(e.value)  # the project never downloads
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # validation wrote nothing
+
+
+def test_the_tiny_config_itself_is_valid():
+    assert len(validate(copy.deepcopy(TINY))) == 4
+
+
+DUPLICATES = [
+    ("experiment_twice", "experiments:\n  a: {workload: w}\n  b: {}\n  a: {workload: v}\n",
+     "line 4: duplicate key 'experiments.a' (first defined on line 2)"),
+    ("method_twice", "experiments:\n  a:\n    methods:\n      sgp: {}\n      sgp: {nodes: [4]}\n",
+     "line 5: duplicate key 'experiments.a.methods.sgp' (first defined on line 4)"),
+    ("workload_key_twice", "workloads:\n  w:\n    epochs: 2\n    epochs: 3\n",
+     "line 4: duplicate key 'workloads.w.epochs' (first defined on line 3)"),
+    ("yaml_syntax", "experiments:\n  a: [1, 2\n", "YAML syntax error: line 3, column 1"),
+    ("yaml_tab_indent", "experiments:\n\ta: 1\n", "YAML syntax error: line 2, column 1"),
+    ("not_a_mapping", "- a\n- b\n", "expected a mapping of experiments"),
+]
+
+
+@pytest.mark.parametrize("text,message", [c[1:] for c in DUPLICATES], ids=[c[0] for c in DUPLICATES])
+def test_config_files_are_read_strictly(tmp_path, text, message):
+    p = tmp_path / "my.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        check_config_files([p])
+    assert e.value.key == str(p) and message in str(e.value), str(e.value)
+
+
+def test_the_shipped_configs_have_no_duplicate_keys():
+    files = [ROOT / "config" / "config.yaml", *sorted((ROOT / "config" / "full").glob("*.yaml"))]
+    assert len(check_config_files(files)) == len(files) >= 4
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("case,message", [
+    ("duplicate", "duplicate key 'experiments.smoke.methods.sgp' (first defined on line "),
+    ("lr_nan", "workloads.tiny.optimizer.lr: must be a finite number, got nan"),
+])
+def test_the_pipeline_stops_before_any_job_and_keeps_earlier_results(tmp_path, case, message):
+    text = yaml.safe_dump(TINY, sort_keys=False)
+    if case == "duplicate":
+        text = text.replace("    methods:\n      allreduce_sgd: {}\n      sgp: {}\n",
+                            "    methods:\n      allreduce_sgd: {}\n      sgp: {}\n      sgp: {nodes: [2]}\n")
+    else:
+        text = text.replace("lr: 0.1", "lr: .nan")
+    (tmp_path / "c.yaml").write_text(text)
+    table = tmp_path / "results" / "tables" / "smoke" / "runs.csv"
+    table.parent.mkdir(parents=True)
+    table.write_text("earlier,results\n1,2\n")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+                           "--cores", "1", "--configfile", str(tmp_path / "c.yaml")],
+                          capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "invalid configuration: " in out and message in out, out[-2000:]
+    assert "Traceback" not in out
+    assert table.read_text() == "earlier,results\n1,2\n"
+    assert not (tmp_path / "results" / "runs").exists() and not (tmp_path / "results" / "launches").exists()

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 
 from .comm import Communicator
 from .models import build_model
-from .optim import SGD
-from .protocol import Context, OptimConfig
+from .optim import SGD, SGDConfig
+from .protocol import Context
 from .provenance import git_commit
 
 
@@ -45,7 +45,7 @@ def bench_ddp(model_name: str, batch: int, steps: int, repeats: int) -> dict:
     torch.manual_seed(0)
     ddp_model = torch.nn.parallel.DistributedDataParallel(build_model({"name": model_name}, shape, 10))
     cls = get_algorithm("allreduce_sgd")
-    algo = cls(cls.Config(), Context(rank, world, Communicator(), OptimConfig(lr=0.01), 0))
+    algo = cls(cls.Config(), Context(rank, world, Communicator(), SGDConfig(lr=0.01), 0))
     algo.setup(ours_model)
     ddp_opt = SGD(ddp_model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=1e-4)
 

@@ -27,7 +27,7 @@ from torch import nn
 
 from .comm import Communicator, Handle
 from .errors import ConfigError
-from .optim import SGD
+from .optim import LocalOptimizer, build_optimizer
 from .topology import TOPOLOGIES, Graph, build_topology, period_spectral_gap
 
 
@@ -129,13 +129,12 @@ def perturb(model: nn.Module, spread: float, seed: int, rank: int) -> None:
             p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device), alpha=spread)
 
 
-def local_sgd(optim_cfg, params) -> tuple[SGD, float]:
-    """The workload's local SGD without its weight decay, and that weight decay.
+def local_sgd(optim_cfg, params) -> tuple[LocalOptimizer, float]:
+    """The workload's local optimizer without its coupled weight decay, and that weight decay.
 
     Gossip methods apply the optimizer to a vector other than the one the gradient
     was taken at (PushSum's numerator ``x``, or the mixed parameters), while the L2
     term belongs to the gradient's point: :func:`add_weight_decay` adds it there.
+    (A decoupled decay, adamw's, stays in the optimizer: see :mod:`impls.optim`.)
     """
-    o = optim_cfg
-    return SGD(params, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
-               weight_decay=0.0), o.weight_decay
+    return build_optimizer(optim_cfg, params, l2_outside=True)

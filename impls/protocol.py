@@ -65,24 +65,17 @@ waiting time and the emulated network are accounted the same way for every metho
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterator, Mapping
 
 import torch
 from torch import nn
 
 from .comm import Communicator
-from .optim import SGD
+from .optim import LocalOptimizer, SGDConfig, build_optimizer
 
-
-@dataclass
-class OptimConfig:
-    """Local optimizer hyperparameters shared by all SGD-family methods."""
-
-    lr: float = field(default=0.1, metadata={"min": 0})  # 0 is allowed: pure mixing, in tests
-    momentum: float = field(default=0.9, metadata={"min": 0, "lt": 1})
-    nesterov: bool = True
-    weight_decay: float = field(default=1e-4, metadata={"min": 0})
+#: the default local optimizer's config (``workload.optimizer`` without a name)
+OptimConfig = SGDConfig
 
 
 @dataclass
@@ -90,7 +83,7 @@ class Context:
     rank: int
     world: int
     comm: Communicator
-    optim: OptimConfig
+    optim: Any  # the config of ``workload.optimizer`` (impls.optim: sgd, adam, adamw, lars)
     seed: int
     device: torch.device = torch.device("cpu")
 
@@ -102,13 +95,19 @@ class Algorithm:
     name: ClassVar[str] = ""
     #: asynchronous method: shared epochs, no per-epoch collective (module docstring)
     barrier_free: ClassVar[bool] = False
+    #: how the method composes with the workload's optimizer (impls.optim): "gradient"
+    #: (transforms the gradient, then the optimizer steps), "local_then_mix" (steps
+    #: locally, L2 at the gradient's point, then mixes) or "owns" (its own update)
+    optimizer_use: ClassVar[str] = "gradient"
+    #: optimizers the method accepts, {name: {hyperparameter: required value}}; None: all
+    supported_optimizers: ClassVar[Mapping[str, Mapping[str, Any]] | None] = None
 
     def __init__(self, cfg: Any, ctx: Context):
         self.cfg = cfg
         self.ctx = ctx
         self.comm = ctx.comm
         self.model: nn.Module | None = None
-        self.optimizer: SGD | None = None
+        self.optimizer: LocalOptimizer | None = None
 
     # 1
     def setup(self, model: nn.Module) -> None:
@@ -166,10 +165,9 @@ class Algorithm:
             self.comm.broadcast(t.data, src=0)
         self.comm.pop_counters()
 
-    def make_optimizer(self, params) -> SGD:
-        o = self.ctx.optim
-        return SGD(params, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
-                   weight_decay=o.weight_decay)
+    def make_optimizer(self, params) -> LocalOptimizer:
+        """The workload's local optimizer, weight decay included (``optimizer_use: gradient``)."""
+        return build_optimizer(self.ctx.optim, params)[0]
 
     def set_lr(self, lr: float) -> None:
         self.optimizer.lr = lr

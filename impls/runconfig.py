@@ -23,23 +23,9 @@ from .algorithms import algorithm_config
 from .dataclass_config import from_dict
 from .errors import ConfigError
 from .netmodel import NetworkConfig, network_config
-from .protocol import OptimConfig
+from .optim import check_composition, optimizer_config
+from .schedules import Schedule, schedule_config
 from .straggler import StragglerConfig, straggler_config
-
-
-@dataclass
-class ScheduleConfig:
-    """Learning-rate schedule (Goyal et al. 2017's large-batch recipe).
-
-    ``lr_scaling: linear`` multiplies the base lr by the number of workers (the
-    linear scaling rule at fixed per-worker batch); ``warmup_epochs`` ramps linearly
-    from the base lr to the scaled lr, per step; ``milestones`` multiply by ``gamma``.
-    """
-
-    lr_scaling: str = field(default="none", metadata={"choices": ("none", "linear")})
-    warmup_epochs: float = field(default=0.0, metadata={"min": 0})
-    milestones: list[int] = field(default_factory=list, metadata={"min": 0})
-    gamma: float = field(default=0.1, metadata={"gt": 0})
 
 
 @dataclass
@@ -89,8 +75,8 @@ class Resolved:
     algorithm_cls: type
     algorithm: Any
     workload: WorkloadConfig
-    optim: OptimConfig
-    schedule: ScheduleConfig
+    optim: Any  # impls.optim: the config of the named optimizer
+    schedule: Schedule
     straggler: StragglerConfig
     network: NetworkConfig
     raw: dict[str, Any]
@@ -100,13 +86,15 @@ def resolve(raw: Mapping[str, Any]) -> Resolved:
     run = from_dict(RunConfig, raw, "run")
     cls, acfg = algorithm_config(run.algorithm, "algorithm")
     wl = from_dict(WorkloadConfig, run.workload, "workload")
+    optim = optimizer_config(wl.optimizer)
+    check_composition(run.algorithm["name"], cls.supported_optimizers, optim)
     return Resolved(
         run=run,
         algorithm_cls=cls,
         algorithm=acfg,
         workload=wl,
-        optim=from_dict(OptimConfig, wl.optimizer, "workload.optimizer"),
-        schedule=from_dict(ScheduleConfig, wl.schedule, "workload.schedule"),
+        optim=optim,
+        schedule=schedule_config(wl.schedule),
         straggler=straggler_config(run.straggler, "straggler"),
         network=network_config(run.network, "network"),
         raw=dict(raw),
@@ -144,13 +132,3 @@ def check_workload(wl: WorkloadConfig, nodes: int, seed: int, cache: dict[str, A
                                             f"{tuple(data.input_shape)}: {type(e).__name__}: {e}") from None
     if data.train is not None:
         build_sampler(wl.dataset.get("partition"), data.train, wl.batch_size, 0, nodes, seed)
-
-
-def lr_at(base: float, sched: ScheduleConfig, world: int, epoch_f: float) -> float:
-    """Learning rate at fractional epoch ``epoch_f``."""
-    target = base * (world if sched.lr_scaling == "linear" else 1)
-    if sched.warmup_epochs > 0 and epoch_f < sched.warmup_epochs:
-        lr = base + (target - base) * epoch_f / sched.warmup_epochs
-    else:
-        lr = target
-    return lr * sched.gamma ** sum(1 for m in sched.milestones if epoch_f >= m)

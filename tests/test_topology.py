@@ -170,8 +170,22 @@ def test_d2_needs_a_fixed_graph_and_plain_sgd():
     with pytest.raises(ConfigError, match="d2 needs a fixed W; 'bipartite_exponential' changes every iteration"):
         _algo({"name": "d2", "topology": "bipartite_exponential"}, world=4)
     _algo({"name": "d2", "topology": "bipartite_exponential"}, world=2)  # one pairing: fixed
-    with pytest.raises(ConfigError, match=r"workload.optimizer.momentum: d2 is plain SGD"):
-        _algo({"name": "d2"}, world=4, momentum=0.9)
+    # the optimizer is checked centrally, for every algorithm, when a run's config is resolved
+    from impls.runconfig import resolve
+
+    raw = {"experiment": "e", "method": "d2", "nodes": 4, "seed": 1, "algorithm": {"name": "d2"},
+           "workload": {"dataset": {"name": "digits"}, "model": {"name": "mlp"},
+                        "optimizer": {"lr": 0.1, "momentum": 0.9}}}
+    with pytest.raises(ConfigError) as e:
+        resolve(raw)
+    assert e.value.key == "workload.optimizer.momentum"
+    assert "d2 needs sgd with momentum: 0.0 (got 0.9)" in str(e.value)
+    raw["workload"]["optimizer"] = {"name": "adam"}
+    with pytest.raises(ConfigError, match=r"workload.optimizer.name: d2 implements its own update and accepts "
+                                          r"the optimizer\(s\) sgd, not 'adam'"):
+        resolve(raw)
+    raw["workload"]["optimizer"] = {"lr": 0.1, "momentum": 0.0}
+    assert resolve(raw).optim.momentum == 0.0
 
 
 def test_osgp_tau_must_be_non_negative():

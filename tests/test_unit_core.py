@@ -12,7 +12,6 @@ from impls.errors import ConfigError
 from impls.metrics import check_keys
 from impls.netmodel import NetworkModel, network_config
 from impls.optim import SGD
-from impls.runconfig import ScheduleConfig, lr_at
 from impls.straggler import StragglerModel, straggler_config
 
 
@@ -93,16 +92,6 @@ def test_sampler_epochs_differ_and_are_seeded():
     s.set_epoch(0)
     assert list(s) == first
     assert list(GlobalBatchSampler(50, 5, seed=2)) != first
-
-
-def test_lr_schedule_linear_scaling_warmup_and_milestones():
-    sch = ScheduleConfig(lr_scaling="linear", warmup_epochs=5, milestones=[30, 60], gamma=0.1)
-    assert lr_at(0.1, sch, 8, 0.0) == pytest.approx(0.1)
-    assert lr_at(0.1, sch, 8, 2.5) == pytest.approx(0.1 + 0.7 * 0.5)
-    assert lr_at(0.1, sch, 8, 5.0) == pytest.approx(0.8)
-    assert lr_at(0.1, sch, 8, 30.0) == pytest.approx(0.08)
-    assert lr_at(0.1, sch, 8, 61.0) == pytest.approx(0.008)
-    assert lr_at(0.1, ScheduleConfig(), 8, 3.0) == pytest.approx(0.1)
 
 
 def test_straggler_fixed_slows_exactly_the_configured_ranks():

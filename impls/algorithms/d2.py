@@ -70,12 +70,12 @@ class D2Config:
 class D2(Algorithm):
     Config = D2Config
     name = "d2"
+    optimizer_use = "owns"
+    # plain SGD (Tang et al. 2018, Algorithm 1): what momentum does to the correction is not analysed
+    supported_optimizers = {"sgd": {"momentum": 0.0}}
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        if ctx.optim.momentum != 0:
-            raise ConfigError("workload.optimizer.momentum", f"d2 is plain SGD (Tang et al. 2018, Algorithm 1); "
-                                                             f"set momentum: 0 (got {ctx.optim.momentum})")
         self.graph, _ = make_graph(cfg.topology, ctx.world)
         if self.graph.period != 1:
             raise ConfigError("algorithm.topology", f"d2 needs a fixed W; {cfg.topology['name']!r} changes every "

@@ -34,7 +34,7 @@ from ..models import build_model
 from ..netmodel import NetworkModel
 from ..protocol import Context
 from ..provenance import config_hash, provenance
-from ..runconfig import lr_at, resolve
+from ..runconfig import resolve
 from ..straggler import StragglerModel
 from .loop import SharedSteps, batches, consensus_distance, evaluate, local_steps, measure_compute
 
@@ -270,7 +270,7 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
             if rank == fault_rank and gstep == fault_step:
                 os._exit(17)
             t0 = time.perf_counter()
-            lr = lr_at(o.lr, res.schedule, world, epoch_f)
+            lr = res.schedule.lr(o.lr, world, epoch_f, wl.epochs)
             algo.zero_grad()
             with algo.computing():
                 loss = F.cross_entropy(model(x), y)

@@ -122,9 +122,14 @@ def expand(config: dict[str, Any], experiments: Iterable[str] | None = None) -> 
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``workload_overrides`` applied to a workload: mappings merge key by key, except a
+    section whose ``name`` changes (another optimizer, schedule, model or dataset), which
+    replaces the workload's section: the old one's hyperparameters mean nothing to it."""
     out = copy.deepcopy(base)
     for k, v in (over or {}).items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        old = out.get(k)
+        renamed = isinstance(v, dict) and isinstance(old, dict) and v.get("name", old.get("name")) != old.get("name")
+        out[k] = _merge(old, v) if isinstance(v, dict) and isinstance(old, dict) and not renamed else copy.deepcopy(v)
     return out
 
 

@@ -13,12 +13,35 @@ a tiny run.  For parameter ``p`` with gradient ``g``:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import torch
 
+from . import LocalOptimizer, register
 
-class SGD:
+
+@dataclass
+class SGDConfig:
+    """``workload.optimizer`` for ``name: sgd`` (the default).
+
+    * ``lr`` (0.1): the base learning rate (the schedule scales and decays it).
+    * ``momentum`` (0.9): heavy-ball coefficient; 0 is plain SGD (D^2 requires it).
+    * ``nesterov`` (true): Nesterov's look-ahead form (ignored when momentum is 0).
+    * ``weight_decay`` (1e-4): L2 coefficient, added to the gradient (coupled).
+    """
+
+    name: str = "sgd"
+    lr: float = field(default=0.1, metadata={"min": 0})  # 0 is allowed: pure mixing, in tests
+    momentum: float = field(default=0.9, metadata={"min": 0, "lt": 1})
+    nesterov: bool = True
+    weight_decay: float = field(default=1e-4, metadata={"min": 0})
+
+
+@register("sgd")
+class SGD(LocalOptimizer):
+    Config = SGDConfig
+
     def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, momentum: float = 0.0,
                  nesterov: bool = False, weight_decay: float = 0.0):
         if nesterov and momentum <= 0:
@@ -26,6 +49,11 @@ class SGD:
         self.params = [p for p in params if p.requires_grad]
         self.lr, self.momentum, self.nesterov, self.weight_decay = lr, momentum, nesterov, weight_decay
         self.buffers: list[torch.Tensor | None] = [None] * len(self.params)
+
+    @classmethod
+    def from_config(cls, cfg: SGDConfig, params, weight_decay: float) -> "SGD":
+        return cls(params, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov and cfg.momentum > 0,
+                   weight_decay=weight_decay)
 
     @torch.no_grad()
     def step(self) -> None:

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from .comm import Communicator
 from .models import build_model
 from .optim import SGD, SGDConfig
-from .protocol import Context
+from .protocol import Context, StepContext
 from .provenance import git_commit
 
 
@@ -53,7 +53,7 @@ def bench_ddp(model_name: str, batch: int, steps: int, repeats: int) -> dict:
         x, y = _batch(model_name, batch, rank, i)
         algo.zero_grad()
         F.cross_entropy(ours_model(x), y).backward()
-        algo.step(0.01)
+        algo.step(StepContext(lr=0.01, step=i, epoch=0.0, batch=(x, y), closure=None))
 
     def ddp(i):
         x, y = _batch(model_name, batch, rank, i)

@@ -1,25 +1,32 @@
 """The algorithm protocol every distributed training method implements.
 
 One method = one file ``impls/algorithms/<name>.py`` holding a config dataclass and
-one :class:`Algorithm` subclass registered as ``@ALGORITHMS.register("<name>")``; the
+one :class:`Algorithm` subclass registered with ``@register("<name>")`` (the
+algorithm registry's decorator, :mod:`impls.algorithms`) under its file name; the
 config value ``algorithm.name`` selects it, and variants (1-peer vs 2-peer SGP, the
 parameter-server update rules, ...) are config values, never subclasses.
 
 How the runtime drives an algorithm (``impls.runtime.trainer``), per rank::
 
-    algo = Algorithm(cfg, ctx)           # ctx: rank, world, communicator, optim hparams
+    algo = Algorithm(cfg, ctx)           # ctx: rank, world, communicator, optimizer config
     algo.setup(model)                    # 1. make replicas consistent, allocate buffers
     if not algo.is_worker():             # 2. e.g. a parameter-server rank:
         algo.serve(); return             #    serves until the workers are done
-    for each step:
+    each epoch: algo.epoch_start(epoch, full_pass)     # optional: e.g. SVRG's snapshot
+    for each step s (a StepContext: lr, step, epoch, batch, closure):
         algo.zero_grad()                 # 3. clear gradients (default: p.grad = None)
-        with algo.computing():           #    forward + backward on this rank's batch
-            loss = loss_fn(model(x), y); loss.backward()
+        with algo.computing(s):          #    forward + backward on this worker's batch
+            loss = task.loss(model, s.batch); loss.backward()
         sleep(straggler delay)           # 4. runtime: emulated slow worker
-        extra = algo.step(lr)            # 5. communicate + update the parameters
+        extra = algo.step(s)             # 5. communicate + update the parameters
     each epoch: with algo.eval_params(): evaluate      # 6. the model to evaluate
                 algo.epoch_end(epoch)                  #    extra metrics
     algo.close()                         # 7. flush async traffic, join threads
+
+``s.step`` is the runtime's count of this worker's steps (it survives a resume), so an
+algorithm keeps no step counter of its own; ``s.closure()`` recomputes the loss and the
+gradients on ``s.batch`` at whatever parameters the model holds (``torch.optim``'s
+closure idiom), for methods that need a second gradient (SVRG, Katyusha X).
 
 Which step each family overrides:
 
@@ -35,8 +42,8 @@ Which step each family overrides:
 * **Asynchronous** (AD-PSGD, async parameter server): a background thread owned by
   the algorithm talks to peers; ``computing`` holds the lock that makes the pairwise
   average atomic, and ``close`` drains the thread.  No method may add a global
-  barrier inside ``step``.  Such a class sets ``barrier_free = True``, which changes
-  three things in the runtime (:class:`impls.runtime.loop.SharedSteps`):
+  barrier inside ``step``.  Such a class sets ``step_schedule = "shared_epochs"``
+  (:mod:`impls.runtime.steps`), which changes three things in the runtime:
 
   - epochs are shared: epoch ``e`` ends when the workers *together* have taken
     ``(e + 1) * steps_per_epoch * world`` steps (an atomic counter in the process
@@ -66,7 +73,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, Callable, ClassVar, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -76,6 +83,17 @@ from .optim import LocalOptimizer, SGDConfig, build_optimizer
 
 #: the default local optimizer's config (``workload.optimizer`` without a name)
 OptimConfig = SGDConfig
+
+
+@dataclass
+class StepContext:
+    """What the runtime hands :meth:`Algorithm.computing` and :meth:`Algorithm.step`."""
+
+    lr: float  # this step's learning rate (the schedule's)
+    step: int  # this worker's step count since the run began (continues after a resume)
+    epoch: float  # fractional epoch
+    batch: Any  # this worker's batch, on the device
+    closure: Callable[[], torch.Tensor]  # zero the grads, recompute loss + grads on batch; returns the loss
 
 
 @dataclass
@@ -93,8 +111,9 @@ class Algorithm:
 
     Config: ClassVar[type]
     name: ClassVar[str] = ""
-    #: asynchronous method: shared epochs, no per-epoch collective (module docstring)
-    barrier_free: ClassVar[bool] = False
+    #: which steps a worker takes in an epoch (impls.runtime.steps): "local_epochs", or
+    #: "shared_epochs" for asynchronous methods (no per-epoch collective, module docstring)
+    step_schedule: ClassVar[str] = "local_epochs"
     #: how the method composes with the workload's optimizer (impls.optim): "gradient"
     #: (transforms the gradient, then the optimizer steps), "local_then_mix" (steps
     #: locally, L2 at the gradient's point, then mixes) or "owns" (its own update)
@@ -126,11 +145,15 @@ class Algorithm:
         for p in self.model.parameters():
             p.grad = None
 
-    def computing(self) -> contextlib.AbstractContextManager:
+    def computing(self, s: StepContext) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
+    def epoch_start(self, epoch: int, full_pass: Callable[[], Iterator[Any]]) -> None:
+        """Before epoch ``epoch``'s first step; ``full_pass()`` iterates over this worker's
+        whole shard (e.g. for SVRG's full gradient at the snapshot).  Default: nothing."""
+
     # 5
-    def step(self, lr: float) -> dict[str, float]:
+    def step(self, s: StepContext) -> dict[str, float]:
         raise NotImplementedError
 
     # 6

@@ -37,7 +37,7 @@ answers, one request at a time, so no cycle of waits can form.  What is sent:
 All point-to-point traffic of a rank runs on its one background thread, through
 ``ctx.comm`` (bytes and emulated network delays are counted there; ``time/comm_s`` is
 thus the thread's waiting, overlapped with compute).  Epochs are shared by all workers
-(``barrier_free``, see :mod:`impls.protocol`).
+(``step_schedule = "shared_epochs"``, see :mod:`impls.runtime.steps`).
 
 Logged per step: ``gossip/staleness`` = averages applied to ``x_i`` between reading
 ``x_hat`` (step 1) and applying its gradient (step 3): for an active worker 1 if its
@@ -79,7 +79,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors
 
-from ..protocol import Algorithm
+from ..protocol import Algorithm, StepContext
 from ..topology import BipartiteExponential
 from . import register
 
@@ -94,7 +94,7 @@ class AdpsgdConfig:
 class ADPSGD(Algorithm):
     Config = AdpsgdConfig
     name = "adpsgd"
-    barrier_free = True
+    step_schedule = "shared_epochs"
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
@@ -121,7 +121,7 @@ class ADPSGD(Algorithm):
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._rng = random.Random(self.ctx.seed * 1_000_003 + rank)
-        self.averages = self.steps = self._read_at = 0
+        self.averages = self._read_at = 0
 
     # -- x_i <-> module parameters (caller holds the lock or the thread is not running) --
     @torch.no_grad()
@@ -137,29 +137,28 @@ class ADPSGD(Algorithm):
 
     # -- main thread -----------------------------------------------------------------
     @contextlib.contextmanager
-    def computing(self):
+    def computing(self, s: StepContext):
         self._start()
         with self._lock:  # 1. read x_hat
             self._to_params()
             self._read_at = self.averages
         if self.active and self.peers:  # 2. starts now, overlapping the gradient computation
             self._done.clear()
-            self._requests.put(self._partner())
+            self._requests.put(self._partner(s.step))
         yield
 
-    def step(self, lr: float) -> dict[str, float]:
+    def step(self, s: StepContext) -> dict[str, float]:
         with self._lock:  # 3. x_i -= lr * d(g(x_hat)), on the current x_i
             staleness = self.averages - self._read_at
             self._to_params()
-            self.set_lr(lr)
+            self.set_lr(s.lr)
             self.optimizer.step()
             self._from_params()
         t0 = time.perf_counter()
         if self.active and self.peers:  # at most one average in flight: this step's must land
             self._wait(self._done.wait, "pairwise average")
         self._raise()
-        self.steps += 1
-        return {"gossip/staleness": staleness, "gossip/steps_done": self.steps,
+        return {"gossip/staleness": staleness, "gossip/steps_done": s.step + 1,
                 "gossip/averages": self.averages, "gossip/wait_s": time.perf_counter() - t0}
 
     @contextlib.contextmanager
@@ -181,10 +180,10 @@ class ADPSGD(Algorithm):
         super().load_state_dict(state)
         self._from_params()  # the runtime loaded the model's parameters just before
 
-    def _partner(self) -> int:
+    def _partner(self, step: int) -> int:
         if self.cfg.peer_selection == "random":
             return self._rng.choice(self.peers)
-        return self.graph.partner(self.ctx.rank, self.steps)
+        return self.graph.partner(self.ctx.rank, step)
 
     def _start(self) -> None:
         if self._thread is None and self.peers:

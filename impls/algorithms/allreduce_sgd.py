@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..protocol import Algorithm
+from ..protocol import Algorithm, StepContext
 from . import register
 
 
@@ -82,13 +82,13 @@ class AllreduceSGD(Algorithm):
             if p.grad is not view:
                 p.grad = view
 
-    def step(self, lr: float) -> dict[str, float]:
+    def step(self, s: StepContext) -> dict[str, float]:
         world = self.ctx.world
         if world > 1:
             handles = [self.comm.all_reduce(flat, async_op=True) for flat in self.flats]  # 1-2
             for flat, h in zip(self.flats, handles):  # 3
                 h.wait()
                 flat.div_(world)
-        self.set_lr(lr)
+        self.set_lr(s.lr)
         self.optimizer.step()  # 4
         return {}

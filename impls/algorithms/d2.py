@@ -51,7 +51,7 @@ import torch
 from ..errors import ConfigError
 from ..gossip import add_weight_decay, flat_grads, flat_params, make_graph, perturb, start_round, topology_spec, \
     write_params
-from ..protocol import Algorithm
+from ..protocol import Algorithm, StepContext
 from ..topology import spectral_gap
 from . import register
 
@@ -94,35 +94,30 @@ class D2(Algorithm):
         self.wd = self.ctx.optim.weight_decay
         self.broadcast_initial_state(model)
         perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
-        self.itr = 0
         self.x_prev: torch.Tensor | None = None
         self.u_prev: torch.Tensor | None = None
 
     @torch.no_grad()
-    def step(self, lr: float) -> dict[str, float]:
+    def step(self, s: StepContext) -> dict[str, float]:
         add_weight_decay(self.model, self.wd)  # 1
         x = flat_params(self.model)
-        u = flat_grads(self.model).mul_(lr)
+        u = flat_grads(self.model).mul_(s.lr)
         if self.x_prev is None:  # 2
             h = x - u
         else:
             h = x.mul(2).sub_(self.x_prev).sub_(u).add_(self.u_prev)
         self.x_prev, self.u_prev = x, u  # 3
-        mixed = start_round(self.comm, self.graph, self.ctx.rank, self.itr, h).wait()  # 4
+        mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, h).wait()  # 4
         if self.lazy:
             mixed.add_(h).mul_(0.5)
         write_params(self.model, mixed)
-        self.itr += 1
         return {}
-
-    def set_lr(self, lr: float) -> None:  # no optimizer object: lr is applied in step
-        pass
 
     def epoch_end(self, epoch: int) -> dict[str, float]:
         return {"gossip/spectral_gap": self.gap, "gossip/lazy": float(self.lazy)}
 
     def state_dict(self):
-        return {"itr": self.itr, "x_prev": self.x_prev, "u_prev": self.u_prev}
+        return {"x_prev": self.x_prev, "u_prev": self.u_prev}
 
     def load_state_dict(self, state):
-        self.itr, self.x_prev, self.u_prev = state["itr"], state["x_prev"], state["u_prev"]
+        self.x_prev, self.u_prev = state["x_prev"], state["u_prev"]

@@ -48,7 +48,7 @@ from typing import Any
 
 from ..gossip import (Round, add_weight_decay, flat_params, local_sgd, make_graph, perturb, start_round,
                       topology_spec, write_params)
-from ..protocol import Algorithm
+from ..protocol import Algorithm, StepContext
 from . import register
 
 
@@ -77,17 +77,16 @@ class DPSGD(Algorithm):
         self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())
         self.broadcast_initial_state(model)
         perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
-        self.itr = 0
 
     @contextlib.contextmanager
-    def computing(self):
+    def computing(self, s: StepContext):
         if self.cfg.order == "mix_then_step":  # 1
-            self.pending = start_round(self.comm, self.graph, self.ctx.rank, self.itr, flat_params(self.model))
+            self.pending = start_round(self.comm, self.graph, self.ctx.rank, s.step, flat_params(self.model))
         yield
 
-    def step(self, lr: float) -> dict[str, float]:
+    def step(self, s: StepContext) -> dict[str, float]:
         add_weight_decay(self.model, self.wd)  # 2
-        self.set_lr(lr)
+        self.set_lr(s.lr)
         if self.cfg.order == "mix_then_step":
             if self.pending is None:
                 raise RuntimeError("dpsgd: step() without computing() (the exchange starts there)")
@@ -96,9 +95,8 @@ class DPSGD(Algorithm):
             self.optimizer.step()  # 4
         else:
             self.optimizer.step()
-            mixed = start_round(self.comm, self.graph, self.ctx.rank, self.itr, flat_params(self.model)).wait()
+            mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, flat_params(self.model)).wait()
             write_params(self.model, mixed)
-        self.itr += 1
         return {}
 
     def epoch_end(self, epoch: int) -> dict[str, float]:
@@ -108,9 +106,3 @@ class DPSGD(Algorithm):
         if self.pending is not None:
             self.pending.wait()
 
-    def state_dict(self):
-        return {**super().state_dict(), "itr": self.itr}
-
-    def load_state_dict(self, state):
-        super().load_state_dict(state)
-        self.itr = state["itr"]

@@ -49,7 +49,7 @@ import torch
 
 from ..gossip import (Round, add_weight_decay, flat_params, local_sgd, make_graph, perturb, start_round,
                       topology_spec, write_params)
-from ..protocol import Algorithm
+from ..protocol import Algorithm, StepContext
 from . import register
 
 
@@ -80,35 +80,35 @@ class OSGP(Algorithm):
         perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
         self.x = flat_params(model)
         self.w = torch.ones(1, dtype=self.x.dtype, device=self.x.device)
-        self.itr = 0
 
-    def _absorb(self, upto: int) -> int:
-        """Add every in-flight round sent at iteration <= ``upto``; returns the max age."""
+    def _absorb(self, upto: int, now: int) -> int:
+        """Add every in-flight round sent at iteration <= ``upto``; returns the max age at ``now``."""
         age = 0
         while self.inflight and self.inflight[0][0] <= upto:
             sent, rnd = self.inflight.popleft()
             for v in rnd.received():
                 self.x.add_(v[:-1])
                 self.w.add_(v[-1:])
-            age = max(age, self.itr - sent)
+            age = max(age, now - sent)
         return age
 
-    def step(self, lr: float) -> dict[str, float]:
+    def step(self, s: StepContext) -> dict[str, float]:
         add_weight_decay(self.model, self.wd)  # 1
         write_params(self.model, self.x)
-        self.set_lr(lr)
+        self.set_lr(s.lr)
         self.optimizer.step()
-        rnd = start_round(self.comm, self.graph, self.ctx.rank, self.itr,
+        rnd = start_round(self.comm, self.graph, self.ctx.rank, s.step,
                           torch.cat([flat_params(self.model), self.w]))  # 2
         self.x, self.w = rnd.own[:-1].clone(), rnd.own[-1:].clone()
-        self.inflight.append((self.itr, rnd))
-        age = self._absorb(self.itr - self.cfg.tau)  # 3
+        self.inflight.append((s.step, rnd))
+        age = self._absorb(s.step - self.cfg.tau, s.step)  # 3
         write_params(self.model, self.x / self.w)  # 4
-        self.itr += 1
         return {"gossip/weight": float(self.w), "gossip/staleness": float(age)}
 
     def _flush(self) -> None:
-        self._absorb(self.itr)
+        if self.inflight:
+            last = self.inflight[-1][0]
+            self._absorb(last, last + 1)
         write_params(self.model, self.x / self.w)
 
     def epoch_end(self, epoch: int) -> dict[str, float]:
@@ -119,8 +119,8 @@ class OSGP(Algorithm):
         self._flush()
 
     def state_dict(self):
-        return {**super().state_dict(), "x": self.x.clone(), "w": self.w.clone(), "itr": self.itr}
+        return {**super().state_dict(), "x": self.x.clone(), "w": self.w.clone()}
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
-        self.x, self.w, self.itr = state["x"].clone(), state["w"].clone(), state["itr"]
+        self.x, self.w = state["x"].clone(), state["w"].clone()

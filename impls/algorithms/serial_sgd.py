@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..protocol import Algorithm
+from ..protocol import Algorithm, StepContext
 from . import register
 
 
@@ -37,7 +37,7 @@ class SerialSGD(Algorithm):
             raise ConfigError("nodes", f"serial_sgd runs in one process; got {self.ctx.world} (use nodes: [1])")
         super().setup(model)
 
-    def step(self, lr: float) -> dict[str, float]:
-        self.set_lr(lr)
+    def step(self, s: StepContext) -> dict[str, float]:
+        self.set_lr(s.lr)
         self.optimizer.step()
         return {}

@@ -52,7 +52,7 @@ import torch
 
 from ..gossip import (add_weight_decay, flat_params, local_sgd, make_graph, perturb, start_round,
                       topology_spec, write_params)
-from ..protocol import Algorithm
+from ..protocol import Algorithm, StepContext
 from . import register
 
 
@@ -82,18 +82,16 @@ class SGP(Algorithm):
         perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
         self.x = flat_params(model)
         self.w = torch.ones(1, dtype=self.x.dtype, device=self.x.device)
-        self.itr = 0
 
-    def step(self, lr: float) -> dict[str, float]:
+    def step(self, s: StepContext) -> dict[str, float]:
         add_weight_decay(self.model, self.wd)  # 1 (the parameters hold z)
         write_params(self.model, self.x)  # 2: the optimizer steps the numerator
-        self.set_lr(lr)
+        self.set_lr(s.lr)
         self.optimizer.step()
         vec = torch.cat([flat_params(self.model), self.w])
-        mixed = start_round(self.comm, self.graph, self.ctx.rank, self.itr, vec).wait()  # 3
+        mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, vec).wait()  # 3: W of iteration s.step
         self.x, self.w = mixed[:-1], mixed[-1:].clone()
         write_params(self.model, self.x / self.w)  # 4
-        self.itr += 1
         out = {"gossip/weight": float(self.w)}
         if self.cfg.log_mass:
             out["gossip/mass"] = float(self.x.double().sum())
@@ -103,8 +101,8 @@ class SGP(Algorithm):
         return {"gossip/spectral_gap": self.gap}
 
     def state_dict(self):
-        return {**super().state_dict(), "x": self.x.clone(), "w": self.w.clone(), "itr": self.itr}
+        return {**super().state_dict(), "x": self.x.clone(), "w": self.w.clone()}
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
-        self.x, self.w, self.itr = state["x"].clone(), state["w"].clone(), state["itr"]
+        self.x, self.w = state["x"].clone(), state["w"].clone()

@@ -1,4 +1,4 @@
-"""Building blocks of the training loop: batches, step schedules, evaluation, consensus, calibration."""
+"""Building blocks of the training loop: batches, evaluation, consensus, calibration."""
 
 from __future__ import annotations
 
@@ -26,70 +26,6 @@ def batches(ds: Dataset, sampler: GlobalBatchSampler, workers: int, device) -> I
                         persistent_workers=False)
     for x, y in loader:
         yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-
-
-def local_steps(ds: Dataset, sampler: GlobalBatchSampler, epoch: int, steps_per_epoch: int, workers: int,
-                device) -> Iterator[tuple]:
-    """Synchronous epochs: every rank takes the same ``steps_per_epoch`` steps of ``epoch``.
-
-    Yields ``(step, fractional epoch, x, y)``; ``step`` counts this rank's steps.
-    """
-    sampler.set_epoch(epoch)
-    for i, (x, y) in enumerate(batches(ds, sampler, workers, device)):
-        if i >= steps_per_epoch:
-            return
-        yield epoch * steps_per_epoch + i, epoch + i / steps_per_epoch, x, y
-
-
-class SharedSteps:
-    """Barrier-free epochs: epoch ``e`` ends when the workers *together* have taken
-    ``(e + 1) * steps_per_epoch * world`` steps (Lian et al. 2018: an epoch is one pass
-    over the data by all workers, so fast workers take more of its steps).
-
-    Before each step a worker claims a ticket from an atomic counter in the process
-    group's key-value store (``store.add``: atomic across ranks, no barrier, no
-    collective).  Ticket ``t`` (1-based) belongs to epoch ``start_epoch + (t-1) // S``
-    with ``S = steps_per_epoch * world``; a worker ends its epoch when its next ticket
-    belongs to a later one (so a slow worker may take no step in some epochs), and stops
-    when the ticket is past the last epoch: exactly ``S`` steps per epoch in total.
-    Each worker streams its own shard, pass after pass (``sampler.set_epoch(pass)``).
-    ``key`` must be unique per run in the process group.
-    """
-
-    def __init__(self, key: str, ds: Dataset, sampler: GlobalBatchSampler, steps_per_epoch: int, world: int,
-                 start_epoch: int, workers: int, device):
-        self.store = dist.distributed_c10d._get_default_store() if dist.is_initialized() else None
-        self.key, self.S, self.start = key, steps_per_epoch * world, start_epoch
-        self.ds, self.sampler, self.workers, self.device = ds, sampler, workers, device
-        self.taken = 0  # steps this worker took
-        self._count = 0  # the counter itself when there is no process group
-        self._pending: int | None = None  # a claimed ticket that belongs to a later epoch
-        self._stream = self._batches()
-
-    def _batches(self) -> Iterator[tuple]:
-        p = 0
-        while True:
-            self.sampler.set_epoch(p)
-            yield from batches(self.ds, self.sampler, self.workers, self.device)
-            p += 1
-
-    def _claim(self) -> int:
-        if self.store is None:
-            self._count += 1
-            return self._count
-        return int(self.store.add(self.key, 1))
-
-    def steps(self, epoch: int) -> Iterator[tuple]:
-        """``(step, fractional epoch, x, y)`` of this worker's share of ``epoch``."""
-        while True:
-            t = self._pending if self._pending is not None else self._claim()
-            self._pending = None
-            if self.start + (t - 1) // self.S != epoch:
-                self._pending = t
-                return
-            x, y = next(self._stream)
-            yield self.taken, self.start + (t - 1) / self.S, x, y
-            self.taken += 1
 
 
 @torch.no_grad()

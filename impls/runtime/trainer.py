@@ -9,6 +9,7 @@ owns only communication and the parameter update (protocol: :mod:`impls.protocol
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -36,7 +37,9 @@ from ..protocol import Context
 from ..provenance import config_hash, provenance
 from ..runconfig import resolve
 from ..straggler import StragglerModel
-from .loop import SharedSteps, batches, consensus_distance, evaluate, local_steps, measure_compute
+from ..protocol import StepContext
+from .loop import batches, consensus_distance, evaluate, measure_compute
+from .steps import STEP_SCHEDULES
 
 STARTED = "STARTED"  # marker rank 0 writes into a run's output directory when the launch reaches it
 FAULT_ENV = "DISTREPRO_FAULT"  # "rank:step": that rank dies with exit code 17 at that step (tests)
@@ -114,6 +117,23 @@ def _gather_notes(note: str | None, world: int) -> list[str]:
     notes: list[Any] = [None] * world
     dist.all_gather_object(notes, note)
     return [f"rank {r}: {n}" for r, n in enumerate(notes) if n]
+
+
+def _closure(algo, model: torch.nn.Module, batch):
+    """``StepContext.closure``: loss and gradients on ``batch`` at the model's current parameters."""
+    def closure() -> torch.Tensor:
+        algo.zero_grad()
+        loss = F.cross_entropy(model(batch[0]), batch[1])
+        loss.backward()
+        return loss
+    return closure
+
+
+def _full_pass(sampler, epoch: int):
+    """This worker's batches of one whole pass over its shard (``epoch``'s order)."""
+    own = copy.copy(sampler)  # the step schedule keeps iterating the original
+    own.set_epoch(epoch)
+    return own
 
 
 def _finite_params(model: torch.nn.Module) -> bool:
@@ -252,10 +272,12 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
             "checkpoints_discarded": discarded,
         }, indent=2))
 
-    # barrier-free (asynchronous) algorithms: epochs end by a shared step count, see SharedSteps
-    barrier_free, closed = getattr(algo, "barrier_free", False), False
-    shared = SharedSteps(f"distrepro/steps/{h}/{next(_RUN_IDS)}", data.train, sampler, steps_per_epoch, world,
-                         start_epoch, wl.loader_workers, device) if barrier_free else None
+    # which steps this worker takes (impls.runtime.steps); asynchronous schedules allow no
+    # per-epoch collective and drain the algorithm before the final evaluation
+    schedule = STEP_SCHEDULES.get(algo.step_schedule)(
+        f"distrepro/steps/{h}/{next(_RUN_IDS)}", data.train, sampler, steps_per_epoch, world, start_epoch,
+        wl.loader_workers, device)
+    barrier_free, closed = not schedule.per_epoch_collectives, False
     t_start = time.perf_counter() - wall_offset
     comm.pop_counters()
     first_bad: str | None = None  # this rank's first non-finite loss or parameters (divergence)
@@ -264,25 +286,25 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
         t_epoch = time.perf_counter()
         sums: dict[str, float] = {}
         losses = []
-        steps = shared.steps(epoch) if barrier_free else local_steps(
-            data.train, sampler, epoch, steps_per_epoch, wl.loader_workers, device)
-        for gstep, epoch_f, x, y in steps:
+        algo.epoch_start(epoch, lambda: batches(data.train, _full_pass(sampler, epoch), wl.loader_workers, device))
+        for gstep, epoch_f, batch in schedule.steps(epoch):
             if rank == fault_rank and gstep == fault_step:
                 os._exit(17)
             t0 = time.perf_counter()
-            lr = res.schedule.lr(o.lr, world, epoch_f, wl.epochs)
+            s = StepContext(lr=res.schedule.lr(o.lr, world, epoch_f, wl.epochs), step=gstep, epoch=epoch_f,
+                            batch=batch, closure=_closure(algo, model, batch))
             algo.zero_grad()
-            with algo.computing():
-                loss = F.cross_entropy(model(x), y)
+            with algo.computing(s):
+                loss = F.cross_entropy(model(batch[0]), batch[1])
                 loss.backward()
             compute_s = time.perf_counter() - t0
             delay = straggler.delay(compute_s)
             if delay > 0:
                 time.sleep(delay)
-            extra = algo.step(lr)
+            extra = algo.step(s)
             c = comm.pop_counters()
             now = time.perf_counter()
-            rec = {"loss/train": loss.item(), "opt/lr": lr, "time/compute_s": compute_s,
+            rec = {"loss/train": loss.item(), "opt/lr": s.lr, "time/compute_s": compute_s,
                    "time/straggler_delay_s": delay, "time/step_s": now - t0, "time/wall_s": now - t_start,
                    **c.as_metrics(), **extra}
             writer.write("step", epoch, gstep, rec)

@@ -30,8 +30,9 @@ from .straggler import StragglerConfig, straggler_config
 
 @dataclass
 class WorkloadConfig:
-    dataset: dict[str, Any]
-    model: dict[str, Any]
+    dataset: dict[str, Any] = field(default_factory=dict)  # classification's (impls.data)
+    model: dict[str, Any] = field(default_factory=dict)  # classification's (impls.models)
+    task: dict[str, Any] = field(default_factory=dict)  # impls.tasks; default {name: classification}
     batch_size: int = field(default=32, metadata={"min": 1})  # per worker
     epochs: int = field(default=5, metadata={"min": 1})
     optimizer: dict[str, Any] = field(default_factory=dict)
@@ -41,10 +42,6 @@ class WorkloadConfig:
     max_steps_per_epoch: int | None = field(default=None, metadata={"min": 1})
     loader_workers: int = field(default=0, metadata={"min": 0})
 
-    def validate(self, key: str) -> None:
-        for k in ("dataset", "model"):
-            if "name" not in getattr(self, k):
-                raise ConfigError(f"{key}.{k}.name", "missing")
 
 
 @dataclass
@@ -104,31 +101,32 @@ def resolve(raw: Mapping[str, Any]) -> Resolved:
 def check_workload(wl: WorkloadConfig, nodes: int, seed: int, cache: dict[str, Any] | None = None) -> None:
     """Everything a run would find wrong with its workload, found before any job runs.
 
-    Builds (or, for a large on-disk dataset, probes) the dataset, the model on the
+    Builds the task's data (a large on-disk dataset is only probed), its model on the
     ``meta`` device (no memory, no time) and rank 0's sampler at ``nodes`` workers:
     unknown names and arguments, missing or empty dataset roots, a bad partition, a
-    batch larger than a worker's data.  ``cache`` shares datasets between calls.
+    batch larger than a worker's data.  ``cache`` shares the data between calls.
     """
     import json
 
     import torch
 
-    from .data import build_dataset
     from .data.sampler import build_sampler
-    from .models import build_model
+    from .tasks import build_task
 
     cache = {} if cache is None else cache
-    dkey = json.dumps(wl.dataset, sort_keys=True)
+    dkey = json.dumps([wl.task, wl.dataset], sort_keys=True)
     if dkey not in cache:
-        cache[dkey] = build_dataset(wl.dataset, probe=True)
-    data = cache[dkey]
+        cache[dkey] = build_task(wl)
+        cache[dkey].build_data(probe=True)
+    task = cache[dkey]
+    task.workload, task.device = wl, torch.device("meta")  # the data are shared, the model is this workload's
     try:
         with torch.device("meta"):
-            build_model(wl.model, data.input_shape, data.num_classes)
+            task.build_model()
     except ConfigError:
         raise
     except Exception as e:  # a wrong value type or an impossible shape: say which model
-        raise ConfigError("workload.model", f"cannot build model {wl.model.get('name')!r} for inputs "
-                                            f"{tuple(data.input_shape)}: {type(e).__name__}: {e}") from None
-    if data.train is not None:
-        build_sampler(wl.dataset.get("partition"), data.train, wl.batch_size, 0, nodes, seed)
+        raise ConfigError("workload.model", f"cannot build model {wl.model.get('name')!r}: "
+                                            f"{type(e).__name__}: {e}") from None
+    if task.train is not None:
+        build_sampler(wl.dataset.get("partition"), task.train, wl.batch_size, 0, nodes, seed)

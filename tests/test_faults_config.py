@@ -161,6 +161,13 @@ def test_config_files_are_read_strictly(tmp_path, text, message):
     assert e.value.key == str(p) and message in str(e.value), str(e.value)
 
 
+def test_a_binary_config_file_is_a_clear_error(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_bytes(b"experiments:\n  \xff\xfe\x00bad\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: not a text \(UTF-8\) file: byte 15 cannot be decoded"):
+        check_config_files([p])
+
+
 def test_the_shipped_configs_have_no_duplicate_keys():
     files = [ROOT / "config" / "config.yaml", *sorted((ROOT / "config" / "full").glob("*.yaml"))]
     assert len(check_config_files(files)) == len(files) >= 4

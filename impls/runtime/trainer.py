@@ -24,21 +24,19 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from ..comm import Communicator
-from ..data import build_dataset
 from ..data.sampler import build_sampler
 from ..errors import ConfigError, DivergedError
 from ..metrics import MetricsWriter
-from ..models import build_model
 from ..netmodel import NetworkModel
 from ..protocol import Context
 from ..provenance import config_hash, provenance
 from ..runconfig import resolve
 from ..straggler import StragglerModel
 from ..protocol import StepContext
-from .loop import batches, consensus_distance, evaluate, measure_compute
+from ..tasks import Task, build_task
+from .loop import batches, consensus_distance, measure_compute
 from .steps import STEP_SCHEDULES
 
 STARTED = "STARTED"  # marker rank 0 writes into a run's output directory when the launch reaches it
@@ -119,11 +117,11 @@ def _gather_notes(note: str | None, world: int) -> list[str]:
     return [f"rank {r}: {n}" for r, n in enumerate(notes) if n]
 
 
-def _closure(algo, model: torch.nn.Module, batch):
+def _closure(algo, model: torch.nn.Module, task: Task, batch):
     """``StepContext.closure``: loss and gradients on ``batch`` at the model's current parameters."""
     def closure() -> torch.Tensor:
         algo.zero_grad()
-        loss = F.cross_entropy(model(batch[0]), batch[1])
+        loss = task.loss(model, batch)
         loss.backward()
         return loss
     return closure
@@ -172,10 +170,11 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
     if world != run.nodes:
         raise ConfigError("nodes", f"config says {run.nodes} workers but {world} processes were started")
     torch.set_num_threads(run.threads_per_rank)
+    task = build_task(wl, device)
     _seed_all(run.seed)
-    data = build_dataset(wl.dataset)
+    task.build_data()
     _seed_all(run.seed)  # identical model init on every rank
-    model = build_model(wl.model, data.input_shape, data.num_classes).to(device)
+    model = task.build_model()
     net = NetworkModel(res.network)
     comm = Communicator(net)
     straggler = StragglerModel(res.straggler, rank, world, run.seed)
@@ -188,7 +187,7 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
         (out_dir / "provenance.json").write_text(json.dumps(provenance(raw, {
             "world": world, "backend": dist.get_backend() if dist.is_initialized() else "none",
             "device": str(device)}), indent=2))
-    _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device, out_dir,
+    _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device, out_dir,
               Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h)
 
 
@@ -225,9 +224,9 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
             dist.destroy_process_group()
 
 
-def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device, out_dir, ckpt_dir, h):
+def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device, out_dir, ckpt_dir, h):
     run, wl, o = res.run, res.workload, res.optim
-    sampler = build_sampler(wl.dataset.get("partition"), data.train, wl.batch_size, rank, world, run.seed)
+    sampler = build_sampler(wl.dataset.get("partition"), task.train, wl.batch_size, rank, world, run.seed)
     steps_per_epoch = len(sampler) if wl.max_steps_per_epoch is None else min(len(sampler), wl.max_steps_per_epoch)
     fault = os.environ.get(FAULT_ENV, "")
     fault_rank, fault_step = (int(v) for v in fault.split(":")) if fault else (-1, -1)
@@ -257,8 +256,8 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
         return
 
     sampler.set_epoch(0)
-    x0, y0 = next(batches(data.train, sampler, 0, device))
-    compute_ref = measure_compute(model, x0, y0)
+    b0 = next(batches(task.train, sampler, 0, device))
+    compute_ref = measure_compute(model, lambda: task.loss(model, b0))
     if net.cfg.kind == "relative":
         t = torch.tensor([compute_ref], dtype=torch.float64)
         if world > 1:
@@ -275,7 +274,7 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
     # which steps this worker takes (impls.runtime.steps); asynchronous schedules allow no
     # per-epoch collective and drain the algorithm before the final evaluation
     schedule = STEP_SCHEDULES.get(algo.step_schedule)(
-        f"distrepro/steps/{h}/{next(_RUN_IDS)}", data.train, sampler, steps_per_epoch, world, start_epoch,
+        f"distrepro/steps/{h}/{next(_RUN_IDS)}", task.train, sampler, steps_per_epoch, world, start_epoch,
         wl.loader_workers, device)
     barrier_free, closed = not schedule.per_epoch_collectives, False
     t_start = time.perf_counter() - wall_offset
@@ -286,16 +285,16 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
         t_epoch = time.perf_counter()
         sums: dict[str, float] = {}
         losses = []
-        algo.epoch_start(epoch, lambda: batches(data.train, _full_pass(sampler, epoch), wl.loader_workers, device))
+        algo.epoch_start(epoch, lambda: batches(task.train, _full_pass(sampler, epoch), wl.loader_workers, device))
         for gstep, epoch_f, batch in schedule.steps(epoch):
             if rank == fault_rank and gstep == fault_step:
                 os._exit(17)
             t0 = time.perf_counter()
             s = StepContext(lr=res.schedule.lr(o.lr, world, epoch_f, wl.epochs), step=gstep, epoch=epoch_f,
-                            batch=batch, closure=_closure(algo, model, batch))
+                            batch=batch, closure=_closure(algo, model, task, batch))
             algo.zero_grad()
             with algo.computing(s):
-                loss = F.cross_entropy(model(batch[0]), batch[1])
+                loss = task.loss(model, batch)
                 loss.backward()
             compute_s = time.perf_counter() - t0
             delay = straggler.delay(compute_s)
@@ -324,7 +323,7 @@ def _run_loop(res, algo, model, data, comm, net, straggler, rank, world, device,
               **algo.epoch_end(epoch)}
         with algo.eval_params() as m:
             if wl.eval_ranks == "all" or rank == 0:
-                ep["loss/val"], ep["acc/val"] = evaluate(m, data.val, device, workers=wl.loader_workers)
+                ep.update(task.evaluate(m, workers=wl.loader_workers))
             if not barrier_free or closed:  # barrier-free: once, after every worker has finished
                 ep["consensus/distance"] = consensus_distance(m, world)
         ep["time/wall_s"] = time.perf_counter() - t_start

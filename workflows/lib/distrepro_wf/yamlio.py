@@ -76,4 +76,6 @@ def load_yaml(path: str | Path) -> Any:
         text = path.read_text()
     except OSError as e:
         raise ConfigError(str(path), f"cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(path), f"not a text (UTF-8) file: byte {e.start} cannot be decoded") from None
     return loads_yaml(text, str(path))

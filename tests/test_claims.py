@@ -382,11 +382,11 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
                   expect={"op": ">=", "value": 91.0, "tolerance": 0.0}, published={"value": 93.0, "note": "n"})
     del value["b"]
     claims = [claim(id="r", published={"value": 0.724, "note": "SlowMo"}), value,
-              claim(id="z", a={"method": "dpsgd"}), claim(id="f", a={"method": "osgp"})]
+              claim(id="z", a={"method": "dpsgd"}, published={"value": 1.0, "note": "n"}), claim(id="f", a={"method": "osgp"})]
     runs = runs_table([("sgp_1peer", 4, "none", s, t, 0.9) for s, t in ((1, 0.5), (2, 1.3))]
                       + [("allreduce_sgd", 4, "none", s, 1.0, 0.9) for s in (1, 2)]
                       + [("sgp_2peer", 4, "none", s, 0.3, acc) for s, acc in ((1, 0.90), (2, 0.92), (3, 0.94))]
-                      + [("dpsgd", 4, "none", s, 1.2, 0.9) for s in (1, 2)])
+                      + [("dpsgd", 4, "none", s, t, 0.9) for s, t in ((1, 1.25), (2, 1.30))])
     failed = failed_table([("osgp", 4, "none", s, DIVERGED) for s in (1, 2)])
     tables = tmp_path / "results" / "tables"
     for e, (r, f) in {"sgp": (runs, failed), "baseline": (runs.iloc[0:0], failed.iloc[0:0])}.items():
@@ -409,7 +409,7 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
         "status": "reproduced", "measured": "92 %", "ci": "[90, 94]", "robust": "no", "seeds": "3", "gap": "-1",
         "expected": "a >= 91"}
     assert (cell["z"]["status"], cell["z"]["measured"], cell["z"]["ci"], cell["z"]["gap"]) == (
-        "not reproduced", "1.2 x", "[1.2, 1.2]", "")
+        "not reproduced", "1.275 x", "[1.25, 1.3]", "0.275")  # 4 significant digits, the gap 3
     assert cell["f"]["status"] == ("not comparable every run failed: osgp at n=4, none: "
                                    f"2 failed (seed 1: {DIVERGED}; +1 more)")
     assert (cell["f"]["measured"], cell["f"]["ci"], cell["f"]["seeds"]) == ("", "", "")

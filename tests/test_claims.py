@@ -127,6 +127,8 @@ def test_unconfigured_experiment_methods_are_not_checked(tmp_path):
     ({"paper": "nopaper"}, "paper", "unknown paper 'nopaper'"),
     ({"sources": ["no_such_row"]}, "sources", "'no_such_row' is no id of numbers.csv"),
     ({"where": {"stragglers": ["slow9x"]}}, "where.stragglers", "unknown straggler setting 'slow9x'"),
+    # a typo is an error even beside a method that only makes the claim "not comparable"
+    ({"b": {"method": "serial_sgd", "straggler": "slow9x"}}, "b.straggler", "unknown straggler setting 'slow9x'"),
     ({"compare": "ratio", "b": None}, "b", "None is not of type 'object'"),
     ({"compare": "absolute"}, "b", "has one side (a)"),
     ({"compare": "value", "b": {"method": "dpsgd"}, "requires": {"workload": "w"}}, "b", "has one side"),

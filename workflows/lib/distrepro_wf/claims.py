@@ -313,10 +313,12 @@ def _check_names(c: dict[str, Any], where: str, config: dict[str, Any], known: _
             reason = reason or f"method {m!r} not in this config (experiment {e!r} runs {', '.join(methods)})"
         st = sel.get("straggler")
         if st is not None and st not in stragglers:
-            reason = reason or _check_straggler(st, f"{where}.{side}.straggler", stragglers, known)
+            why = _check_straggler(st, f"{where}.{side}.straggler", stragglers, known)  # a typo raises
+            reason = reason or why
     for st in c.get("where", {}).get("stragglers", []):
         if st not in stragglers:
-            reason = reason or _check_straggler(st, f"{where}.where.stragglers", stragglers, known)
+            why = _check_straggler(st, f"{where}.where.stragglers", stragglers, known)
+            reason = reason or why
     return reason
 
 

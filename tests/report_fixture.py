@@ -9,7 +9,9 @@ failed run, a method that never reaches the target, and a configured method with
 from __future__ import annotations
 
 import copy
+import re
 import zlib
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +123,44 @@ def render(root: Path, config: dict[str, Any] | None = None) -> list[Path]:
     write_atomic(results, tables / "claims.csv")
     return build(experiments, config, tables, root / "reports" / "index.html", root / "results" / "bench", [],
                  published, pd.read_csv(tables / "claims.csv"))
+
+
+class _Tables(HTMLParser):
+    """The body rows of every table of a page, keyed by the id of the heading before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heading, self.tables = "", {}
+        self.rows: list[list[str]] | None = None
+        self.in_body = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("h1", "h2", "h3") and dict(attrs).get("id"):
+            self.heading = dict(attrs)["id"]
+        elif tag == "table":
+            self.rows = []
+        elif tag == "tbody":
+            self.in_body = True
+        elif self.rows is not None and self.in_body and tag == "tr":
+            self.rows.append([])
+        elif self.rows is not None and self.in_body and tag in ("td", "th"):
+            self.rows[-1].append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tbody":
+            self.in_body = False
+        elif tag == "table" and self.rows is not None:
+            self.tables.setdefault(self.heading, [[re.sub(r"\s+", " ", c).strip() for c in r] for r in self.rows])
+            self.rows = None
+
+    def handle_data(self, data: str) -> None:
+        if self.rows and self.in_body and self.rows[-1]:
+            self.rows[-1][-1] += " " + data
+
+
+def html_tables(path: Path) -> dict[str, list[list[str]]]:
+    """Cell texts of the first table after each heading with an id (``claims``, ``failed``, ...) of a
+    rendered report page, body rows only; a cell's parts (a status and its reason) joined by a space."""
+    p = _Tables()
+    p.feed(Path(path).read_text())
+    return p.tables

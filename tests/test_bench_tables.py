@@ -1,25 +1,100 @@
-"""Derived benchmark table: ratios of per-step time to allreduce_sgd's."""
+"""The benchmark CSVs (results/bench/): their columns and values, exactly.
+
+* step_time_vs_allreduce.csv: each method's time per step over seeds and its ratio to
+  allreduce_sgd's at the same experiment, nodes and straggler (distrepro_wf.bench);
+* pipeline_wall.csv: one row per pipeline invocation (distrepro_wf.timing);
+* allreduce_vs_ddp.csv: one row per (model, nodes) from a real 2-rank torchrun launch of
+  ``impls.bench ddp`` (timings vary; what they are computed from and the setting do not).
+"""
+
+import csv
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from distrepro_wf.bench import step_time_vs_allreduce
+from distrepro_wf.timing import append_pipeline_row
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_ratio_to_allreduce_per_setting():
-    rows = []
-    for seed, (ar, sgp, ad) in enumerate([(0.010, 0.008, 0.004), (0.012, 0.010, 0.006)]):
-        for m, a, t, s in (("allreduce_sgd", "allreduce_sgd", ar, "none"), ("sgp_1peer", "sgp", sgp, "none"),
-                           ("allreduce_sgd", "allreduce_sgd", 2 * ar, "slow1x4"), ("adpsgd", "adpsgd", ad, "slow1x4")):
-            rows.append({"experiment": "e", "nodes": 4, "straggler": s, "method": m, "algorithm": a,
-                         "seed": seed, "time_per_step_s": t})
-    t = step_time_vs_allreduce(pd.DataFrame(rows)).set_index("method")
-    assert t.loc["sgp_1peer", "ratio"] == pytest.approx(0.009 / 0.011, abs=1e-4)
-    assert t.loc["sgp_1peer", "target"] == "<= 1.0" and t.loc["sgp_1peer", "seeds"] == 2
-    assert t.loc["adpsgd", "ratio"] == pytest.approx(0.005 / 0.022, abs=1e-4)
-    assert t.loc["adpsgd", "target"] == "< 0.5"
-    assert "allreduce_sgd" not in t.index
+def _runs(rows: list[tuple]) -> pd.DataFrame:
+    """runs.csv rows (experiment, nodes, straggler, method, algorithm, seed, time_per_step_s)."""
+    return pd.DataFrame(rows, columns=["experiment", "nodes", "straggler", "method", "algorithm", "seed",
+                                       "time_per_step_s"])
 
 
-def test_empty_input():
-    assert step_time_vs_allreduce(pd.DataFrame()).empty
+def test_step_time_ratio_table_is_exact():
+    """Means over seeds in ms, ratio to allreduce_sgd at the same (experiment, nodes, straggler), the
+    issue's target by algorithm and straggler; a setting without allreduce_sgd has no row."""
+    runs = _runs([
+        ("e", 4, "none", "allreduce_sgd", "allreduce_sgd", 1, 0.010),
+        ("e", 4, "none", "allreduce_sgd", "allreduce_sgd", 2, 0.012),
+        ("e", 4, "none", "sgp_1peer", "sgp", 1, 0.008), ("e", 4, "none", "sgp_1peer", "sgp", 2, 0.010),
+        ("e", 4, "slow1x4", "allreduce_sgd", "allreduce_sgd", 1, 0.020),
+        ("e", 4, "slow1x4", "adpsgd", "adpsgd", 1, 0.005),
+        ("e", 4, "slow1x4", "osgp", "osgp", 1, 0.030),            # no target for osgp with a straggler
+        ("e", 8, "none", "dpsgd", "dpsgd", 1, 0.004),              # no allreduce_sgd at 8 nodes: no row
+        ("f", 4, "none", "allreduce_sgd", "allreduce_sgd", 1, 0.016), ("f", 4, "none", "dpsgd", "dpsgd", 1, 0.002),
+    ])
+    expected = pd.DataFrame([
+        ("e", 4, "none", "sgp_1peer", "sgp", 2, 9.0, 11.0, 0.8182, "<= 1.0"),
+        ("e", 4, "slow1x4", "adpsgd", "adpsgd", 1, 5.0, 20.0, 0.25, "< 0.5"),
+        ("e", 4, "slow1x4", "osgp", "osgp", 1, 30.0, 20.0, 1.5, ""),
+        ("f", 4, "none", "dpsgd", "dpsgd", 1, 2.0, 16.0, 0.125, "<= 1.0"),
+    ], columns=["experiment", "nodes", "straggler", "method", "algorithm", "seeds", "time_per_step_ms",
+                "allreduce_ms", "ratio", "target"])
+    pd.testing.assert_frame_equal(step_time_vs_allreduce(runs), expected, check_exact=True)
+
+
+def test_step_time_table_of_no_runs_has_the_columns():
+    for empty in (pd.DataFrame(), pd.DataFrame({"experiment": ["e"], "seed": [1]})):
+        t = step_time_vs_allreduce(empty)
+        assert t.empty and list(t.columns) == ["experiment", "nodes", "straggler", "method", "algorithm", "seeds",
+                                               "time_per_step_ms", "allreduce_ms", "ratio", "target"]
+
+
+def test_pipeline_wall_csv_appends_one_row_per_invocation(tmp_path, monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        path = tmp_path / "bench" / "pipeline_wall.csv"
+        append_pipeline_row(str(path), 1_767_225_600.0, 1_767_225_612.345, "ok", 2, 24)  # 2026-01-01 00:00 UTC
+        append_pipeline_row(str(path), 1_767_225_700.0, 1_767_225_701.0, "error", 1, 3)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    host, cpus = socket.gethostname(), str(os.cpu_count())
+    assert rows == [["started_at", "wall_s", "status", "cores", "runs_in_grid", "host", "cpu_count"],
+                    ["2026-01-01T00:00:00", "12.35", "ok", "2", "24", host, cpus],
+                    ["2026-01-01T00:01:40", "1.0", "error", "1", "3", host, cpus]]
+
+
+@pytest.mark.spawn
+def test_ddp_benchmark_csv_from_a_real_launch(tmp_path):
+    """Two ranks, the default MLP (64 -> 64 -> 10: 64*64+64 + 64*10+10 = 4810 parameters), 2 steps x 2
+    repeats; the ratio is the two step times' (rounded to 4 decimals from the unrounded times,
+    hence the 1e-3 relative tolerance against the rounded ms columns)."""
+    out = tmp_path / "allreduce_vs_ddp.csv"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "impls.bench",
+           "ddp", "--out", str(out), "--model", "mlp", "--steps", "2", "--repeats", "2", "--batch", "4"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    t = pd.read_csv(out)
+    assert list(t.columns) == ["model", "params", "nodes", "batch_per_rank", "steps", "repeats", "allreduce_sgd_ms",
+                               "ddp_ms", "ratio", "target", "torch", "git_commit", "host", "cpu_count"]
+    assert len(t) == 1
+    r = t.iloc[0]
+    assert (r["model"], r["params"], r["nodes"], r["batch_per_rank"], r["steps"], r["repeats"], r["target"],
+            r["torch"], r["cpu_count"]) == ("mlp", 4810, 2, 4, 2, 2, "<= 1.05", torch.__version__, os.cpu_count())
+    assert r["allreduce_sgd_ms"] > 0 and r["ddp_ms"] > 0
+    assert r["ratio"] == pytest.approx(r["allreduce_sgd_ms"] / r["ddp_ms"], rel=1e-3)

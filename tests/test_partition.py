@@ -46,13 +46,29 @@ def test_shared_classes_are_dealt_among_their_owners(digits):
     assert abs(n0[0] - n0[3]) <= 1 and n0[1] == n0[2] == 0
 
 
-def test_order_depends_on_seed_epoch_and_rank_only(digits):
-    a, b = _samplers(digits, 2, 5, seed=1), _samplers(digits, 2, 5, seed=1)
-    for s in a + b:
-        s.set_epoch(2)
-    assert list(a[0]) == list(b[0]) and list(a[1]) == list(b[1])
-    a[0].set_epoch(3)
-    assert list(a[0]) != list(b[0])
+def test_order_depends_on_seed_epoch_and_rank_only():
+    """Two ranks with one class of 32 samples each (equal shards): the order of a rank's batches is a
+    function of (seed, epoch, rank) alone: it changes with each of them, and nothing else (another
+    sampler instance, iterating again, the global torch RNG) changes it."""
+    labels = torch.tensor([0] * 32 + [1] * 32)
+
+    def order(seed: int, epoch: int, rank: int) -> list[int]:
+        """Positions within the rank's own shard, in the order the batches visit them."""
+        s = LabelPartitionSampler(labels, 8, rank, 2, seed, 1)
+        s.set_epoch(epoch)
+        return [i - 32 * rank for batch in s for i in batch]
+
+    base = order(1, 2, 0)
+    assert sorted(base) == list(range(32))
+    torch.manual_seed(12345)
+    torch.rand(100)  # the global RNG plays no part
+    assert order(1, 2, 0) == base
+    assert order(2, 2, 0) != base  # seed
+    assert order(1, 3, 0) != base  # epoch
+    assert order(1, 2, 1) != base  # rank: the same positions of an equal shard, another order
+    s = LabelPartitionSampler(labels, 8, 0, 2, 1, 1)
+    s.set_epoch(2)
+    assert [i for b in s for i in b] == [i for b in s for i in b] == base  # iterating again
 
 
 def test_iid_is_the_default(digits):

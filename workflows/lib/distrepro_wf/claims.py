@@ -3,44 +3,56 @@
 Data (``config/published/``): ``numbers.csv`` (one published number a row, with its
 source and whether it was read in a primary source), ``sources.csv`` and ``claims.yaml``
 (the papers, one report page each, and the claims).  :func:`load` validates all three at
-pipeline start and raises :class:`impls.errors.ConfigError` naming the file, the row or
-claim and the key.
+pipeline start and raises :class:`impls.errors.ConfigError` naming the file, the row
+(``numbers.csv:12 (slowmo_t1_ar_top1).value``) or claim (``claims.yaml: claims[3]
+(sgp_x).metric``) and the key; rule ``compare`` turns it into a WorkflowError before any job.
 
 Validation rules (what is an error, what is only "not comparable"):
 
-* Always an error: a malformed row or claim (JSON schemas under ``workflows/schemas``),
-  a duplicate id, a claim whose ``metric`` is not in :data:`METRICS`, whose ``paper`` is
-  not in ``papers``, whose ``sources`` name no row of numbers.csv, a number whose
-  ``source`` is not in sources.csv or whose ``page`` is not a paper.
-* Claim of an experiment that is in the pipeline config: each method it names must be a
-  method key of that experiment; a name that is no method key there but a registered
-  algorithm (``impls.algorithms``) only makes the claim "not comparable" (that config
-  does not run it); any other name is an error.  Straggler names must be settings of
-  ``config.stragglers``; ``requires.workload`` must be a workload of the config.
+* Always an error: a damaged file (missing, empty, not UTF-8, a CSV header without exactly
+  the schema's columns, a row with another number of cells, no rows, a YAML syntax error or
+  a key defined twice, e.g. a paper or a claim's metric: the strict loader
+  :mod:`distrepro_wf.yamlio`), a malformed row or claim (JSON schemas under
+  ``workflows/schemas``), a duplicate id or source key, a claim whose ``metric`` is not in
+  :data:`METRICS`, whose ``paper`` is not in ``papers``, whose ``sources`` name no row of
+  numbers.csv, a number whose ``source`` is not in sources.csv or whose ``page`` is not a paper.
+* Claim of an experiment that is in the pipeline config: a method it names that is no method
+  key of that experiment in this config makes the claim "not comparable (method not in this
+  config)", if the name is known: a method key of that experiment in the shipped config
+  (``config/config.yaml``; a user's grid may leave methods out) or a registered algorithm
+  (``impls.algorithms``).  Any other name is an error (a typo).  Likewise a straggler setting
+  not in this config's ``stragglers`` but in the shipped config's makes it "not comparable";
+  one in neither is an error.  ``requires.workload`` names the published setting: a config
+  without it makes an absolute claim "not comparable".
 * Claim of an experiment that is not in the config (a family not implemented yet, or a
   config without it): its method and straggler names are not checked; the claim is
   "not comparable (experiment not in config)".
 
-Statuses (:func:`evaluate`), per claim and setting (nodes x straggler):
+Statuses (:func:`evaluate`), per claim and setting (nodes x straggler), from completed runs
+only (``runs.csv``; a failed run, a diverged one included, is only in ``failed.csv``):
 
 * ``reproduced``: the statistic over the seeds' means satisfies ``expect`` (with its
-  tolerance);
+  tolerance); when some runs of the setting failed, it is judged on the completed ones and
+  the reason says how many failed and why;
 * ``not reproduced``: it does not;
-* ``not comparable``: the experiment, method or setting was not run, no run completed,
-  the metric is missing (e.g. target accuracy never reached), or, for an absolute
+* ``not comparable``: the experiment, method or setting was not run, every run failed
+  ("every run failed: ... (seed 1: diverged: ...)"), no run completed, the metric is missing
+  (e.g. target accuracy never reached), a ratio's denominator mean is 0, or, for an absolute
   number, the run's workload / node count differs from the published setting.  Missing
   results are never "reproduced".
 
 A claim's overall status: "not reproduced" if any setting is, "reproduced" if every
 comparable setting is (and there is one), else "not comparable".  Confidence interval:
 percentile bootstrap over seeds (paired by seed when both sides ran the same seeds),
-:data:`N_BOOT` resamples with a fixed generator, so the report is deterministic;
+:data:`N_BOOT` resamples with a fixed generator, so the report is deterministic; none with
+one seed a side, or when a resample's ratio divides by zero (then ``robust`` is "no");
 ``robust`` says whether the whole interval satisfies ``expect``.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,9 +66,11 @@ from jsonschema import Draft202012Validator
 from impls.errors import ConfigError
 
 from .config import WORKFLOW_DIR, expand
+from .yamlio import load_yaml, loads_yaml
 
 SCHEMAS = WORKFLOW_DIR / "schemas"
 PUBLISHED_DIR = WORKFLOW_DIR.parent / "config" / "published"
+SHIPPED_CONFIG = WORKFLOW_DIR.parent / "config" / "config.yaml"
 N_BOOT = 2000
 CI_LEVEL = 0.95
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
@@ -100,56 +114,109 @@ def _schema(name: str) -> dict[str, Any]:
 
 
 def _first_error(validator: Draft202012Validator, doc: Any, where: str) -> None:
+    """Raise the most specific schema problem of ``doc`` as a ConfigError at ``where`` + its path.
+
+    In claims.yaml a claim is named by its index and id (``claims[3] (sgp_x).metric``), like
+    the checks after the schema."""
     # the most specific problem first: the deepest path, then document order
     errors = sorted(validator.iter_errors(doc), key=lambda e: (-len(e.absolute_path), list(map(str, e.absolute_path))))
     if not errors:
         return
     e = errors[0]
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
-    if where.endswith(".yaml"):  # claims.yaml: claims[3].metric, like the checks after the schema
-        path = ": " + path.lstrip(".")
-    if e.validator == "enum":
+    steps = list(e.absolute_path)
+    if e.validator == "required":
+        steps.append(next(k for k in e.validator_value if k not in e.instance))
+        msg = "required key missing"
+    elif e.validator == "enum":
         msg = f"{e.instance!r} is not allowed; allowed values: {', '.join(map(str, e.validator_value))}"
     elif e.validator == "additionalProperties":
         allowed = sorted(e.schema.get("properties", {}))
         msg = f"unknown key(s) {sorted(set(e.instance) - set(allowed))}; allowed keys: {', '.join(allowed)}"
     else:
         msg = e.message
+    path = ""
+    for i, p in enumerate(steps):
+        path += f"[{p}]" if isinstance(p, int) else f".{p}"
+        if i == 1 and steps[0] == "claims" and isinstance(doc["claims"][p], dict) and "id" in doc["claims"][p]:
+            path += f" ({doc['claims'][p]['id']})"
+    if where.endswith(".yaml"):  # claims.yaml: claims[3] (id).metric, like the checks after the schema
+        path = ": " + path.lstrip(".") if path else ""
     raise ConfigError(f"{where}{path}", msg)
 
 
-def read_csv_rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        rows = []
-        for i, row in enumerate(reader, start=2):
-            if None in row or any(v is None for v in row.values()):
-                raise ConfigError(f"{path}:{i}", f"row has {len(row.get(None, [])) + len(reader.fieldnames or [])}"
-                                                 f" cells where the header has {len(reader.fieldnames or [])} "
-                                                 "(a comma in an unquoted cell?)")
-            rows.append(row)
+def read_text(path: Path) -> str:
+    """The text of a published-data file; a missing, unreadable or binary file is a ConfigError."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ConfigError(str(path), f"cannot read: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8-sig")  # a spreadsheet's byte-order mark is not part of the header
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(path), f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}): "
+                                     "a damaged or binary file?") from None
+
+
+def read_csv_rows(path: Path, schema: dict[str, Any]) -> list[tuple[int, dict[str, str]]]:
+    """``(line, row)`` of every row of a published CSV whose header must hold exactly the
+    schema's properties (each once); a ConfigError names the file and the line otherwise."""
+    text = read_text(path)
+    if not text.strip():
+        raise ConfigError(str(path), "empty file (no header row): restore it, e.g. git checkout -- " + Path(path).name)
+    allowed = list(schema["properties"])
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[tuple[int, dict[str, str]]] = []
+    try:
+        header = next(reader)
+        missing = [c for c in schema["required"] if c not in header]
+        unknown = [c for c in header if c not in allowed]
+        twice = sorted({c for c in header if header.count(c) > 1})
+        if missing or unknown or twice:
+            what = "; ".join(f"{k}: {', '.join(v)}" for k, v in (("missing column(s)", missing),
+                             ("unknown column(s)", unknown), ("column(s) twice", twice)) if v)
+            raise ConfigError(f"{path}:1 (header)", f"{what}; allowed: {', '.join(allowed)}")
+        for cells in reader:
+            if not cells:  # a blank line
+                continue
+            if len(cells) != len(header):
+                hint = "a comma in an unquoted cell?" if len(cells) > len(header) else "a truncated row?"
+                raise ConfigError(f"{path}:{reader.line_num}",
+                                  f"row has {len(cells)} cells where the header has {len(header)} ({hint})")
+            rows.append((reader.line_num, dict(zip(header, cells))))
+    except csv.Error as e:
+        raise ConfigError(f"{path}:{reader.line_num}", f"not valid CSV: {e}") from None
+    if not rows:
+        raise ConfigError(str(path), "no rows after the header (a truncated file?)")
     return rows
 
 
+def _unique(rows: list[tuple[int, dict[str, str]]], key: str, path: Path, what: str) -> None:
+    first: dict[str, int] = {}
+    for line, row in rows:
+        if row[key] in first:
+            raise ConfigError(f"{path}:{line} ({row[key]}).{key}",
+                              f"duplicate {what} {row[key]!r} (first on line {first[row[key]]})")
+        first[row[key]] = line
+
+
 def load_sources(path: Path) -> pd.DataFrame:
-    validator = Draft202012Validator(_schema("published_sources.schema.yaml"))
-    rows = read_csv_rows(path)
-    for i, row in enumerate(rows, start=2):
-        _first_error(validator, row, f"{path}:{i}")
-    df = pd.DataFrame(rows, columns=["key", "what", "where"])
-    dup = df["key"][df["key"].duplicated()]
-    if len(dup):
-        raise ConfigError(f"{path}", f"duplicate source key {dup.iloc[0]!r}")
-    return df
+    schema = _schema("published_sources.schema.yaml")
+    validator = Draft202012Validator(schema)
+    rows = read_csv_rows(path, schema)
+    for line, row in rows:
+        _first_error(validator, row, f"{path}:{line}")
+    _unique(rows, "key", path, "source key")
+    return pd.DataFrame([r for _, r in rows], columns=list(schema["properties"]))
 
 
 def load_numbers(path: Path, sources: pd.DataFrame | None = None, pages: Iterable[str] | None = None) -> pd.DataFrame:
-    validator = Draft202012Validator(_schema("published_numbers.schema.yaml"))
-    rows = read_csv_rows(path)
+    schema = _schema("published_numbers.schema.yaml")
+    validator = Draft202012Validator(schema)
+    rows = read_csv_rows(path, schema)
     known = set(sources["key"]) if sources is not None else None
     pages = set(pages) if pages is not None else None
-    for i, row in enumerate(rows, start=2):
-        where = f"{path}:{i} ({row.get('id', '?')})"
+    for line, row in rows:
+        where = f"{path}:{line} ({row.get('id', '?')})"
         _first_error(validator, row, where)
         if known is not None:
             for key in row["source"].split("+"):
@@ -157,11 +224,8 @@ def load_numbers(path: Path, sources: pd.DataFrame | None = None, pages: Iterabl
                     raise ConfigError(f"{where}.source", f"unknown source {key!r}; known: {', '.join(sorted(known))}")
         if pages is not None and row["page"] not in pages:
             raise ConfigError(f"{where}.page", f"unknown paper {row['page']!r}; known: {', '.join(sorted(pages))}")
-    df = pd.DataFrame(rows)
-    dup = df["id"][df["id"].duplicated()]
-    if len(dup):
-        raise ConfigError(f"{path}", f"duplicate number id {dup.iloc[0]!r}")
-    return df
+    _unique(rows, "id", path, "number id")
+    return pd.DataFrame([r for _, r in rows], columns=list(schema["properties"]))
 
 
 def _check_shape(c: dict[str, Any], where: str) -> None:
@@ -202,25 +266,89 @@ class Published:
     not_configured: dict[str, str]  # claim id -> why it cannot be evaluated with this config
 
 
+class _KnownNames:
+    """Names a claim may use although the running config lacks them: method keys and straggler
+    settings of the shipped config (config/config.yaml) and registered algorithms.  Read only
+    when a claim names something the running config does not have."""
+
+    def __init__(self) -> None:
+        self._shipped: dict[str, Any] | None = None
+        self._algorithms: set[str] | None = None
+
+    def shipped(self) -> dict[str, Any]:
+        if self._shipped is None:
+            self._shipped = load_yaml(SHIPPED_CONFIG) or {}
+        return self._shipped
+
+    def methods(self, experiment: str) -> set[str]:
+        if self._algorithms is None:
+            self._algorithms = _registered_algorithms()
+        exp = (self.shipped().get("experiments") or {}).get(experiment) or {}
+        return set(exp.get("methods") or {}) | self._algorithms
+
+    def stragglers(self) -> set[str]:
+        return set(self.shipped().get("stragglers") or {})
+
+
+def _check_names(c: dict[str, Any], where: str, config: dict[str, Any], known: _KnownNames) -> str | None:
+    """Method and straggler names of a claim whose experiment is in ``config``: None when all are
+    configured, the "not comparable" reason when one is known but not in this config; a ConfigError
+    when a name is known nowhere (a typo)."""
+    e = c["experiment"]
+    methods = list(config["experiments"][e]["methods"])
+    stragglers = list(config.get("stragglers", {}))
+    reason = None
+    for side in ("a", "b"):
+        sel = c.get(side)
+        if not sel:
+            continue
+        m = sel["method"]
+        if m not in methods:
+            allowed = known.methods(e)
+            if m not in allowed:
+                raise ConfigError(f"{where}.{side}.method",
+                                  f"unknown method {m!r}: not a method of experiment {e!r} ({', '.join(methods)}), "
+                                  f"of the shipped config, nor a registered algorithm "
+                                  f"({', '.join(sorted(allowed - set(methods)))})")
+            reason = reason or f"method {m!r} not in this config (experiment {e!r} runs {', '.join(methods)})"
+        st = sel.get("straggler")
+        if st is not None and st not in stragglers:
+            why = _check_straggler(st, f"{where}.{side}.straggler", stragglers, known)  # a typo raises
+            reason = reason or why
+    for st in c.get("where", {}).get("stragglers", []):
+        if st not in stragglers:
+            why = _check_straggler(st, f"{where}.where.stragglers", stragglers, known)
+            reason = reason or why
+    return reason
+
+
+def _check_straggler(st: str, key: str, stragglers: list[str], known: _KnownNames) -> str:
+    if st not in known.stragglers():
+        raise ConfigError(key, f"unknown straggler setting {st!r}; known: {', '.join(stragglers)}")
+    return f"straggler setting {st!r} not in this config (it has {', '.join(stragglers)})"
+
+
 def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR) -> Published:
     """Read and validate the published data against ``config``; see the module docstring."""
     directory = Path(directory)
     cpath = directory / "claims.yaml"
-    doc = yaml.safe_load(cpath.read_text())
+    doc = loads_yaml(read_text(cpath), str(cpath))
+    if doc is None:
+        raise ConfigError(str(cpath), "empty file: expected papers: and claims: (restore it, e.g. git checkout)")
     _first_error(Draft202012Validator(_schema("claims.schema.yaml")), doc, str(cpath))
     papers = doc["papers"]
     sources = load_sources(directory / "sources.csv")
     numbers = load_numbers(directory / "numbers.csv", sources, papers)
     ids = set(numbers["id"])
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     not_configured: dict[str, str] = {}
-    registered: set[str] | None = None
+    known = _KnownNames()
     exps = config.get("experiments", {})
     for i, c in enumerate(doc["claims"]):
         where = f"{cpath}: claims[{i}] ({c['id']})"
         if c["id"] in seen:
-            raise ConfigError(f"{where}.id", "duplicate claim id")
-        seen.add(c["id"])
+            raise ConfigError(f"{where}.id", f"duplicate claim id (first: claims[{seen[c['id']]}])")
+        seen[c["id"]] = i
         _check_shape(c, where)
         if c["metric"] not in METRICS:
             raise ConfigError(f"{where}.metric", f"unknown metric {c['metric']!r}; known: {', '.join(METRICS)}")
@@ -232,28 +360,9 @@ def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR) -> Published:
         if c["experiment"] not in exps:
             not_configured[c["id"]] = f"experiment {c['experiment']!r} not in config"
             continue
-        exp = exps[c["experiment"]]
-        for side in ("a", "b"):
-            sel = c.get(side)
-            if not sel:
-                continue
-            m = sel["method"]
-            if m not in exp["methods"]:
-                registered = _registered_algorithms() if registered is None else registered
-                if m not in registered:
-                    raise ConfigError(f"{where}.{side}.method",
-                                      f"unknown method {m!r}: not a method of experiment {c['experiment']!r} "
-                                      f"({', '.join(exp['methods'])}) nor a registered algorithm "
-                                      f"({', '.join(sorted(registered))})")
-                not_configured.setdefault(c["id"], f"method {m!r} not configured in experiment {c['experiment']!r}")
-            st = sel.get("straggler")
-            if st is not None and st not in config.get("stragglers", {}):
-                raise ConfigError(f"{where}.{side}.straggler", f"unknown straggler setting {st!r}; known: "
-                                                               f"{', '.join(config.get('stragglers', {}))}")
-        for st in c.get("where", {}).get("stragglers", []):
-            if st not in config.get("stragglers", {}):
-                raise ConfigError(f"{where}.where.stragglers",
-                                  f"unknown straggler setting {st!r}; known: {', '.join(config.get('stragglers', {}))}")
+        reason = _check_names(c, where, config, known)
+        if reason:
+            not_configured[c["id"]] = reason
         # requires.workload names the published setting; a config without that workload makes an
         # absolute claim "not comparable", never an error.
     return Published(papers, doc["claims"], numbers, sources, not_configured)
@@ -289,10 +398,12 @@ def expect_text(expect: dict[str, Any], compare: str) -> str:
 
 
 def _stat(compare: str, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
-    """Statistic on the last axis' means (works on bootstrap matrices)."""
+    """Statistic on the last axis' means (works on bootstrap matrices); a ratio whose
+    denominator mean is 0 is inf or nan (0/0), never a warning."""
     ma = a.mean(axis=-1)
     if compare == "ratio":
-        return ma / b.mean(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return ma / b.mean(axis=-1)
     if compare == "difference":
         return ma - b.mean(axis=-1)
     return ma
@@ -301,7 +412,9 @@ def _stat(compare: str, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
 def bootstrap_ci(compare: str, a: pd.Series, b: pd.Series | None, n_boot: int = N_BOOT,
                  level: float = CI_LEVEL, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap over seeds; ``a``/``b`` are indexed by seed.  Paired resampling when
-    both sides ran the same seeds; NaN where fewer than two seeds."""
+    both sides ran the same seeds.  NaN where fewer than two seeds, and where the statistic is
+    undefined in some resample (a ratio whose resampled denominator mean is 0): the interval
+    is then unbounded, and no percentile of the defined resamples may stand for it."""
     rng = np.random.default_rng(seed)
     if len(a) < 2 and (b is None or len(b) < 2):
         return math.nan, math.nan
@@ -319,7 +432,9 @@ def bootstrap_ci(compare: str, a: pd.Series, b: pd.Series | None, n_boot: int = 
             bv = b.to_numpy(float)
             ib = rng.integers(0, len(bv), size=(n_boot, len(bv)))
             stats = _stat(compare, av[ia], bv[ib])
-    lo, hi = np.nanpercentile(stats, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+    if not np.isfinite(stats).all():
+        return math.nan, math.nan
+    lo, hi = np.percentile(stats, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return float(lo), float(hi)
 
 
@@ -357,20 +472,47 @@ def _where_text(c: dict[str, Any]) -> str:
     return ", ".join(parts) or "any setting"
 
 
-def _values(runs: pd.DataFrame, sel: dict[str, Any], nodes: int, straggler: str, metric: Metric) -> pd.Series:
-    if runs.empty or metric.column not in runs:
-        return pd.Series(dtype=float)
-    r = runs[(runs["method"] == sel["method"]) & (runs["nodes"] == sel.get("nodes", nodes))
-             & (runs["straggler"] == sel.get("straggler", straggler))]
-    return (r.set_index("seed")[metric.column].astype(float) * metric.scale).dropna()
+def _select(table: pd.DataFrame | None, sel: dict[str, Any], nodes: int, straggler: str) -> pd.DataFrame:
+    """Rows of a runs/failed/grid table for one side of a claim at one setting."""
+    if table is None or table.empty:
+        return pd.DataFrame(columns=["method", "nodes", "straggler", "seed"])
+    return table[(table["method"] == sel["method"]) & (table["nodes"] == sel.get("nodes", nodes))
+                 & (table["straggler"] == sel.get("straggler", straggler))]
 
 
-def _count_failed(failed: pd.DataFrame, sel: dict[str, Any], nodes: int, straggler: str) -> int:
-    if failed is None or failed.empty:
-        return 0
-    f = failed[(failed["method"] == sel["method"]) & (failed["nodes"] == sel.get("nodes", nodes))
-               & (failed["straggler"] == sel.get("straggler", straggler))]
-    return len(f)
+def _failed_text(failed: pd.DataFrame) -> str:
+    """'2 failed (seed 1: diverged: rank 0, step 3 ...; +1 more)': the count and the first reason."""
+    f = failed.sort_values("seed")
+    first = f.iloc[0]
+    reason = first["reason"] if isinstance(first.get("reason"), str) and first["reason"] else "no reason recorded"
+    more = f"; +{len(f) - 1} more" if len(f) > 1 else ""
+    return f"{len(f)} failed (seed {int(first['seed'])}: {reason}{more})"
+
+
+def _side(runs: pd.DataFrame, failed: pd.DataFrame | None, grid: pd.DataFrame, sel: dict[str, Any], nodes: int,
+          straggler: str, metric: Metric) -> tuple[pd.Series, str, str]:
+    """One side of a claim at one setting: ``(values by seed, problem, note)``.
+
+    Values come from completed runs only (runs.csv; a failed run, diverged ones included, is
+    only in failed.csv).  ``problem`` (the side is not comparable) when no completed run has the
+    metric; ``note`` says how many runs failed when the side is judged on the others."""
+    m, n, st = sel["method"], sel.get("nodes", nodes), sel.get("straggler", straggler)
+    ok = _select(runs, sel, nodes, straggler)
+    values = (pd.Series(dtype=float) if metric.column not in ok else
+              (ok.set_index("seed")[metric.column].astype(float) * metric.scale).dropna())
+    bad = _select(failed, sel, nodes, straggler)
+    failed_text = _failed_text(bad) if len(bad) else ""
+    if len(values):
+        return values, "", f"judged on {len(values)} completed run(s) of {m}; {failed_text}" if failed_text else ""
+    if len(ok):
+        problem = f"{metric.column} missing for {m} (e.g. the target accuracy was never reached)"
+        return values, problem + (f"; {failed_text}" if failed_text else ""), ""
+    if failed_text:
+        configured = set(_select(grid, sel, nodes, straggler)["seed"])
+        if configured <= set(bad["seed"]):
+            return values, f"every run failed: {m} at n={n}, {st}: {failed_text}", ""
+        return values, f"no completed run of {m} at n={n}, {st}: {failed_text}, the others not collected", ""
+    return values, f"no completed run of {m} at n={n}, {st}", ""
 
 
 COLUMNS = ["claim", "paper", "experiment", "statement", "metric", "unit", "compare", "nodes", "straggler", "status",
@@ -421,38 +563,34 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
     out = []
     for nodes, straggler in settings:
         sides = {"a": c["a"]} | ({"b": c["b"]} if "b" in c else {})
-        vals, missing = {}, []
+        vals, problems, notes = {}, [], []
         for side, sel in sides.items():
-            v = _values(table, sel, nodes, straggler, metric)
-            vals[side] = v
-            if v.empty:
-                n_failed = _count_failed(failed.get(e), sel, nodes, straggler)
-                has_rows = (not table.empty and metric.column in table and
-                            ((table["method"] == sel["method"]) & (table["nodes"] == sel.get("nodes", nodes))
-                             & (table["straggler"] == sel.get("straggler", straggler))).any())
-                if has_rows:
-                    missing.append(f"{metric.column} missing for {sel['method']} (e.g. the target accuracy was "
-                                   "never reached)")
-                else:
-                    missing.append(f"no completed run of {sel['method']} at n={sel.get('nodes', nodes)}, "
-                                   f"{sel.get('straggler', straggler)}" + (f" ({n_failed} failed)" if n_failed else ""))
-        if missing:
-            out.append(_row(c, NOT_COMPARABLE, "; ".join(missing), nodes, straggler,
-                            seeds_a=len(vals["a"]), seeds_b=len(vals.get("b", ()))))
+            vals[side], problem, note = _side(table, failed.get(e), grid, sel, nodes, straggler, metric)
+            problems += [problem] if problem else []
+            notes += [note] if note else []
+        seeds = {"seeds_a": len(vals["a"]), "seeds_b": len(vals.get("b", ()))}
+        if problems:
+            out.append(_row(c, NOT_COMPARABLE, "; ".join(problems + notes), nodes, straggler, **seeds))
             continue
         a, b = vals["a"], vals.get("b")
         measured = float(_stat(c["compare"], a.to_numpy(float), None if b is None else b.to_numpy(float)))
         if not math.isfinite(measured):
-            out.append(_row(c, NOT_COMPARABLE, "statistic undefined (division by zero)", nodes, straggler,
-                            seeds_a=len(a), seeds_b=len(b) if b is not None else 0))
+            out.append(_row(c, NOT_COMPARABLE, "; ".join(["statistic undefined (division by zero)"] + notes),
+                            nodes, straggler, **seeds))
             continue
         lo, hi = bootstrap_ci(c["compare"], a, b)
         ok = _passes(measured, c["expect"])
-        robust = "" if math.isnan(lo) else ("yes" if _passes(lo, c["expect"]) and _passes(hi, c["expect"]) else "no")
+        if math.isnan(lo):
+            # one seed a side: no interval; a resample dividing by zero: an unbounded one
+            robust = "" if max(len(a), len(b) if b is not None else 0) < 2 else "no"
+            if robust:
+                notes.append("no confidence interval: the denominator's mean is 0 in some bootstrap resamples")
+        else:
+            robust = "yes" if _passes(lo, c["expect"]) and _passes(hi, c["expect"]) else "no"
         pub = (c.get("published") or {}).get("value")
-        out.append(_row(c, REPRODUCED if ok else NOT_REPRODUCED, "", nodes, straggler, measured=measured, ci_low=lo,
-                        ci_high=hi, robust=robust, seeds_a=len(a), seeds_b=len(b) if b is not None else 0,
-                        gap=measured - pub if pub is not None else math.nan))
+        out.append(_row(c, REPRODUCED if ok else NOT_REPRODUCED, "; ".join(notes), nodes, straggler,
+                        measured=measured, ci_low=lo, ci_high=hi, robust=robust,
+                        gap=measured - pub if pub is not None else math.nan, **seeds))
     return out
 
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 import sys
 from typing import Any
 
@@ -31,9 +32,10 @@ def torchrun_command(nodes: int, plan_path: str, launcher: dict[str, Any] | None
         per = nodes // hosts
         if per * hosts != nodes:
             raise ValueError(f"nodes={nodes} is not a multiple of the {hosts} Slurm nodes it needs")
+        # one bash string per node: the head node and job id are expanded there, every path is quoted
         head = "$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1)"
         return ["srun", f"--nodes={hosts}", "--ntasks-per-node=1", "bash", "-c",
-                " ".join([python, "-m", "torch.distributed.run", f"--nnodes={hosts}", f"--nproc-per-node={per}",
-                          "--rdzv-backend=c10d", f"--rdzv-endpoint={head}:29500", "--rdzv-id=$SLURM_JOB_ID",
-                          *entry])]
+                " ".join([shlex.quote(python), "-m", "torch.distributed.run", f"--nnodes={hosts}",
+                          f"--nproc-per-node={per}", "--rdzv-backend=c10d", f"--rdzv-endpoint={head}:29500",
+                          "--rdzv-id=$SLURM_JOB_ID", shlex.join(entry)])]
     raise ValueError(f"launcher.kind: unknown {kind!r}; allowed values: local, slurm")

@@ -177,7 +177,7 @@ def _experiment_section(e: str, config: dict[str, Any], tables_dir: Path, out_di
                                       sort_keys=False, default_flow_style=None),
         "figures": figs, "summary": _html_table(summary_table(runs)),
         "n_ok": len(runs), "n_failed": len(failed), "failed": _html_table(failed[
-            [c for c in ("method", "nodes", "straggler", "seed", "reason", "log") if c in failed]]),
+            [c for c in ("method", "nodes", "straggler", "seed", "kind", "reason", "log") if c in failed]]),
         "hardware": hardware, "runtime": runtime,
     }
     return section, runs, failed
@@ -248,7 +248,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
     benches = [{"name": p.name, "table": _html_table(pd.read_csv(p).tail(20))} for p in sorted(Path(bench_dir).glob("*.csv"))]
     index = env.get_template("index.html.j2").render(
         papers=index_rows, n_failed=len(failed_df), generated=generated,
-        failed=_html_table(failed_df[[c for c in ("experiment", "method", "nodes", "straggler", "seed", "reason", "log")
+        failed=_html_table(failed_df[[c for c in ("experiment", "method", "nodes", "straggler", "seed", "kind", "reason", "log")
                                       if c in failed_df]]) if len(failed_df) else "",
         missing=missing.to_dict("records"), no_runs=no_runs, absent=_html_table(absent) if len(absent) else "",
         totals=summary["status"].value_counts().to_dict(), n_claims=len(summary),

@@ -1,0 +1,179 @@
+"""Damaged published-number files (config/published/): every kind of damage a person or a tool can
+do to numbers.csv, sources.csv or claims.yaml is one clear ConfigError naming the file, the row or
+claim and the key, never a bare KeyError, UnicodeDecodeError or ``<unicode string>``.
+
+Each case damages a copy of the shipped files and loads it with :func:`distrepro_wf.claims.load`
+(the pipeline's loader, given the copy's directory).  The pipeline itself stops on such an error
+before any job and loses nothing: ``test_a_damaged_file_stops_the_pipeline_before_any_job``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import yaml
+
+from distrepro_wf import claims as wfclaims
+from impls.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+PUB = ROOT / "config" / "published"
+CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+GARBAGE = bytes(range(256)) * 4  # not UTF-8: 0x80 at offset 128 is the first invalid byte
+FIRST_CLAIM = "sgp_epoch_faster_than_ar"
+ROW2 = "sgp_v1_time_sgp_n32"  # numbers.csv line 2
+
+
+def _lines(d: Path, name: str) -> list[str]:
+    return (d / name).read_text().splitlines(keepends=True)
+
+
+def _rewrite(name: str, fn: Callable[[list[str]], list[str]]) -> Callable[[Path], None]:
+    """Damage: replace the file's lines by ``fn(lines)``."""
+    def damage(d: Path) -> None:
+        (d / name).write_text("".join(fn(_lines(d, name))))
+    return damage
+
+
+def _write(name: str, content: str | bytes) -> Callable[[Path], None]:
+    def damage(d: Path) -> None:
+        (d / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    return damage
+
+
+def _remove(name: str) -> Callable[[Path], None]:
+    return lambda d: (d / name).unlink()
+
+
+def _drop_column(col: int) -> Callable[[list[str]], list[str]]:
+    """Remove the col-th cell of every line (files whose first cells hold no quoted comma)."""
+    def fn(lines: list[str]) -> list[str]:
+        out = []
+        for line in lines:
+            cells = line.rstrip("\n").split(",")
+            out.append(",".join(cells[:col] + cells[col + 1:]) + "\n")
+        return out
+    return fn
+
+
+def _replace(name: str, old: str, new: str, count: int = 1) -> Callable[[Path], None]:
+    def damage(d: Path) -> None:
+        text = (d / name).read_text()
+        assert old in text, old
+        (d / name).write_text(text.replace(old, new, count))
+    return damage
+
+
+def _edit_claims(fn: Callable[[dict], None]) -> Callable[[Path], None]:
+    def damage(d: Path) -> None:
+        doc = yaml.safe_load((d / "claims.yaml").read_text())
+        fn(doc)
+        (d / "claims.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return damage
+
+
+def _del_key(c: dict, key: str) -> None:
+    del c[key]
+
+
+N, S, C = "numbers.csv", "sources.csv", "claims.yaml"
+# (damage, substrings the message must contain): file, row or claim, key, what is wrong
+CASES = [
+    # ------------------------------------------------------------ numbers.csv
+    pytest.param(_write(N, ""), [f"{N}: empty file"], id="numbers-empty"),
+    pytest.param(_rewrite(N, lambda ls: ls[:1]), [f"{N}: no rows after the header"], id="numbers-header-only"),
+    pytest.param(_rewrite(N, lambda ls: [ls[0].replace("verified,", "")] + ls[1:]),
+                 [f"{N}:1 (header)", "missing column(s): verified"], id="numbers-missing-column"),
+    pytest.param(_rewrite(N, lambda ls: [ls[0].rstrip("\n") + ",notes\n"] + [x.rstrip("\n") + ",n\n" for x in ls[1:]]),
+                 [f"{N}:1 (header)", "unknown column(s): notes", "allowed: id, paper"], id="numbers-extra-column"),
+    pytest.param(_rewrite(N, lambda ls: ls + ls[1:2]),
+                 [f"{N}:", f"({ROW2}).id: duplicate number id '{ROW2}' (first on line 2)"], id="numbers-duplicate-id"),
+    pytest.param(_replace(N, ",~,1.6,hours,", ",~,fast,hours,"),
+                 [f"{N}:2 ({ROW2}).value", "'fast' does not match"], id="numbers-non-numeric-value"),
+    pytest.param(_replace(N, f"{ROW2},SGP (Assran+ 2019),sgp,S1,", f"{ROW2},SGP (Assran+ 2019),sgp,S99,"),
+                 [f"{N}:2 ({ROW2}).source", "unknown source 'S99'"], id="numbers-unknown-source"),
+    pytest.param(_rewrite(N, lambda ls: ls[:3] + [ls[3][:40]]),
+                 [f"{N}:4: row has 3 cells where the header has 16 (a truncated row?)"],
+                 id="numbers-truncated-mid-row"),
+    pytest.param(_write(N, GARBAGE), [f"{N}: not UTF-8 text", "offset 128"], id="numbers-binary-garbage"),
+    pytest.param(_remove(N), [f"{N}: cannot read", "No such file"], id="numbers-missing-file"),
+    # ------------------------------------------------------------ sources.csv
+    pytest.param(_write(S, ""), [f"{S}: empty file"], id="sources-empty"),
+    pytest.param(_rewrite(S, _drop_column(0)), [f"{S}:1 (header)", "missing column(s): key"],
+                 id="sources-missing-column"),
+    pytest.param(_rewrite(S, lambda ls: ls + ['S1,"again",""\n']),
+                 [f"{S}:", "(S1).key: duplicate source key 'S1' (first on line 2)"], id="sources-duplicate-key"),
+    pytest.param(_write(S, GARBAGE), [f"{S}: not UTF-8 text"], id="sources-binary-garbage"),
+    # ------------------------------------------------------------ claims.yaml
+    pytest.param(_replace(C, "claims:\n", "claims:\n  - id: [unclosed\n"),
+                 [f"{C}: YAML syntax error: line"], id="claims-syntax-error"),
+    pytest.param(_write(C, ""), [f"{C}: empty file"], id="claims-empty"),
+    pytest.param(_write(C, "- papers\n- claims\n"), [f"{C}: ", "is not of type 'object'"], id="claims-not-a-mapping"),
+    pytest.param(_write(C, GARBAGE), [f"{C}: not UTF-8 text"], id="claims-binary-garbage"),
+    pytest.param(_edit_claims(lambda doc: _del_key(doc["claims"][0], "metric")),
+                 [f"{C}: claims[0] ({FIRST_CLAIM}).metric: required key missing"], id="claim-missing-key"),
+    pytest.param(_edit_claims(lambda doc: doc["claims"][0].update(metric="top5")),
+                 [f"{C}: claims[0] ({FIRST_CLAIM}).metric: unknown metric 'top5'"], id="claim-unknown-metric"),
+    pytest.param(_edit_claims(lambda doc: doc["claims"][0].update(paper="nopaper")),
+                 [f"{C}: claims[0] ({FIRST_CLAIM}).paper: unknown paper 'nopaper'"], id="claim-unknown-paper"),
+    pytest.param(_edit_claims(lambda doc: doc["claims"][0].update(sources=["no_such_row"])),
+                 [f"{C}: claims[0] ({FIRST_CLAIM}).sources: 'no_such_row' is no id of numbers.csv"],
+                 id="claim-source-names-no-row"),
+    pytest.param(_edit_claims(lambda doc: doc["claims"].append(doc["claims"][0])),
+                 [f"({FIRST_CLAIM}).id: duplicate claim id (first: claims[0])"], id="claim-defined-twice"),
+    pytest.param(_replace(C, "papers:\n", "papers:\n  sgp: {title: again, citation: again}\n"),
+                 [f"{C}: line", "duplicate key 'papers.sgp'"], id="paper-defined-twice"),
+    pytest.param(_replace(C, "    metric: time_per_epoch_s\n", "    metric: time_per_epoch_s\n    metric: wall_s\n"),
+                 [f"{C}: line", "duplicate key 'claims[0].metric'"], id="claim-key-twice"),
+]
+
+
+@pytest.mark.parametrize("damage, words", CASES)
+def test_damaged_published_file_is_a_clear_error(tmp_path, damage, words):
+    d = tmp_path / "published"
+    shutil.copytree(PUB, d)
+    damage(d)
+    with pytest.raises(ConfigError) as e:
+        wfclaims.load(CONFIG, d)
+    msg = str(e.value)
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under root/results and root/reports (Snakemake's own .snakemake/ aside)."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for sub in ("results", "reports") for p in sorted((root / sub).rglob("*")) if p.is_file()}
+
+
+def test_a_damaged_file_stops_the_pipeline_before_any_job(tmp_path):
+    """A real ``snakemake`` run (not a dry run) on a copy of the workflow whose numbers.csv is binary
+    garbage: it fails at start naming the file, runs no job, and every existing result and report is
+    byte-for-byte untouched (nothing added, nothing removed)."""
+    for name in ("Snakefile", "config", "workflows"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
+    (tmp_path / "config/published/numbers.csv").write_bytes(GARBAGE)
+    work = tmp_path / "work"
+    for rel, text in {"results/tables/baseline/runs.csv": "experiment,method\nbaseline,allreduce_sgd\n",
+                      "results/tables/claims.csv": "claim,status\nx,reproduced\n",
+                      "results/bench/pipeline_wall.csv": "started_at,wall_s\n2026-01-01T00:00:00,1.0\n",
+                      "reports/index.html": "<html>earlier report</html>\n"}.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    before = _tree_digest(work)
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}/workflows/lib:{ROOT}")
+    p = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(tmp_path / "Snakefile"), "-d", str(work),
+                        "--cores", "1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert "invalid published numbers or claims" in out and "numbers.csv: not UTF-8 text" in out, out[-3000:]
+    assert "Job stats" not in out and "rule train" not in out, out[-3000:]
+    assert _tree_digest(work) == before

@@ -30,8 +30,6 @@ from typing import Any, Iterable
 
 KEY = re.compile(r"^[a-z][a-z0-9_]*/[a-z0-9_]+$")
 META = ("kind", "rank", "epoch", "step")
-REQUIRED_STEP = ("loss/train", "time/compute_s", "time/comm_s", "time/straggler_delay_s",
-                 "time/net_delay_s", "time/wall_s", "comm/bytes_sent", "comm/bytes_recv")
 
 
 def check_keys(record: dict[str, Any]) -> None:

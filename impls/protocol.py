@@ -110,7 +110,6 @@ class Algorithm:
     """Base class; see the module docstring for the protocol."""
 
     Config: ClassVar[type]
-    name: ClassVar[str] = ""
     #: which steps a worker takes in an epoch (impls.runtime.steps): "local_epochs", or
     #: "shared_epochs" for asynchronous methods (no per-epoch collective, module docstring)
     step_schedule: ClassVar[str] = "local_epochs"

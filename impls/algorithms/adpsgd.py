@@ -9,9 +9,10 @@ keeps its own model ``x_i`` and repeats, at its own pace, with no global barrier
 2. meanwhile average atomically with one neighbour ``j``: ``x_i = x_j = (x_i + x_j)/2``
    (an active worker's background thread, overlapping step 1 and the straggler sleep);
 3. apply the gradient to the *current* model: ``x_i = x_i - lr * d(g)`` (``step``; ``d``
-   is the local optimizer's direction: momentum / Nesterov and weight decay stay local,
-   as in the paper's experiments; parameters only, buffers such as BN statistics stay
-   local).  An active worker then waits until its step-2 average has landed, so at most
+   is the local optimizer's direction: momentum / Nesterov stay local, as in the paper's
+   experiments, and the L2 term ``weight_decay * x_hat`` is added to ``g`` at ``x_hat``,
+   the point where the gradient was taken, not at the current ``x_i``; parameters only,
+   buffers such as BN statistics stay local).  An active worker then waits until its step-2 average has landed, so at most
    one is in flight and the next read includes it (``gossip/wait_s``: this wait, the
    only time the main thread waits for communication).
 
@@ -32,7 +33,10 @@ answers, one request at a time, so no cycle of waits can form.  What is sent:
 * one exchange per step of each active worker; passive workers exchange as often as
   their active neighbours ask (a fast active neighbour averages a slow passive often).
 * at ``close`` each active worker sends ``[x, 0, a]`` ("done") to each neighbour;
-  passive threads stop when all their neighbours are done.
+  passive threads stop when all their neighbours are done.  The "done" message has the
+  full request's size (a model copy: the passive side's receive-from-any is posted
+  with the request's size, and gloo matches sizes), once per neighbour per run; it is
+  counted in the bytes like any message.
 
 All point-to-point traffic of a rank runs on its one background thread, through
 ``ctx.comm`` (bytes and emulated network delays are counted there; ``time/comm_s`` is
@@ -79,6 +83,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors
 
+from ..gossip import add_weight_decay, local_sgd
 from ..protocol import Algorithm, StepContext
 from ..topology import BipartiteExponential
 from . import register
@@ -93,15 +98,16 @@ class AdpsgdConfig:
 @register("adpsgd")
 class ADPSGD(Algorithm):
     Config = AdpsgdConfig
-    name = "adpsgd"
     step_schedule = "shared_epochs"
+    optimizer_use = "local_then_mix"
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
         self.graph = BipartiteExponential(ctx.world)  # ConfigError for an odd number of workers
 
     def setup(self, model):
-        super().setup(model)
+        self.model = model
+        self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())  # L2 added at x_hat
         rank, world = self.ctx.rank, self.ctx.world
         self.broadcast_initial_state(model)
         if world > 1 and dist.get_backend() != "gloo":  # NCCL cannot receive from any source
@@ -148,6 +154,7 @@ class ADPSGD(Algorithm):
         yield
 
     def step(self, s: StepContext) -> dict[str, float]:
+        add_weight_decay(self.model, self.wd)  # the L2 term at x_hat, where g was taken (params hold x_hat)
         with self._lock:  # 3. x_i -= lr * d(g(x_hat)), on the current x_i
             staleness = self.averages - self._read_at
             self._to_params()

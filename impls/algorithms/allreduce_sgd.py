@@ -25,6 +25,11 @@ Hyperparameters:
 * ``bucket_mb`` (default 25, DDP's default): bucket size.  Larger buckets mean fewer
   messages (less latency, better bandwidth use); smaller ones start sending earlier.
   Only latency-bound (tiny) models care.
+* ``broadcast_buffers`` (default true, DDP's default): before each forward pass, rank
+  0's buffers (BatchNorm running statistics) are broadcast to all ranks, so the replicas
+  evaluate identically; without it each rank's statistics drift on its own batches
+  (parameters stay equal either way); they are also broadcast before each evaluation,
+  so every rank evaluates rank 0's model.  Models without buffers send nothing.
 
 Equivalence: with ``n`` ranks on batch ``b`` this produces the same parameters as
 ``serial_sgd`` on batch ``n * b`` over the same samples (tested to 1e-6).  Unlike
@@ -35,6 +40,7 @@ applies the straggler delay between backward and communication, and the benchmar
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -46,12 +52,12 @@ from . import register
 @dataclass
 class AllreduceSGDConfig:
     bucket_mb: float = field(default=25.0, metadata={"gt": 0})
+    broadcast_buffers: bool = True
 
 
 @register("allreduce_sgd")
 class AllreduceSGD(Algorithm):
     Config = AllreduceSGDConfig
-    name = "allreduce_sgd"
 
     def setup(self, model):
         super().setup(model)
@@ -74,6 +80,27 @@ class AllreduceSGD(Algorithm):
                 self.views.append((p, flat[offset : offset + p.numel()].view_as(p)))
                 offset += p.numel()
             self.flats.append(flat)
+
+    def computing(self, s: StepContext):
+        self._sync_buffers()
+        return super().computing(s)
+
+    @contextlib.contextmanager
+    def eval_params(self):
+        self._sync_buffers()  # the last forward pass updated each rank's statistics on its own batch
+        yield self.model
+
+    def _sync_buffers(self) -> None:
+        if self.cfg.broadcast_buffers and self.ctx.world > 1:
+            by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+            for b in self.model.buffers():
+                by_dtype.setdefault(b.dtype, []).append(b)
+            for bufs in by_dtype.values():  # one coalesced broadcast per dtype, as DDP's buffer sync
+                flat = torch.cat([b.detach().reshape(-1) for b in bufs])
+                self.comm.broadcast(flat, src=0)
+                with torch.no_grad():
+                    for b, v in zip(bufs, flat.split([b.numel() for b in bufs])):
+                        b.copy_(v.view_as(b))
 
     def zero_grad(self) -> None:
         for flat in self.flats:

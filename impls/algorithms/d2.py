@@ -69,7 +69,6 @@ class D2Config:
 @register("d2")
 class D2(Algorithm):
     Config = D2Config
-    name = "d2"
     optimizer_use = "owns"
     # plain SGD (Tang et al. 2018, Algorithm 1): what momentum does to the correction is not analysed
     supported_optimizers = {"sgd": {"momentum": 0.0}}

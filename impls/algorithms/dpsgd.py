@@ -21,8 +21,8 @@ Steps, ``order: mix_then_step`` (Algorithm 1 of the paper, the default):
 4. Local momentum step from the mixed point: ``x_{k+1} = x_{k+1/2} - lr d`` with
    ``d`` the (Nesterov) momentum direction of ``g``; the momentum buffer stays local.
 
-``order: step_then_mix`` (adapt-then-combine, what the SGP repository's D-PSGD does):
-step locally first, then mix the result, ``x_{k+1} = W (x_k - lr d)``.  With a
+``order: step_then_mix`` (adapt-then-combine, the order of the SGP repository's
+D-PSGD): step locally first, then mix the result, ``x_{k+1} = W (x_k - lr d)``.  With a
 complete graph this makes every replica equal after each step and reproduces
 all-reduce SGD exactly (the mean of the local momentum buffers follows the
 all-reduce buffer's recursion); the spawn tests use that.
@@ -38,6 +38,12 @@ Hyperparameters:
 Metrics: ``gossip/spectral_gap`` per epoch.  Lian et al. use plain SGD; momentum (a
 local buffer, not mixed) comes from the workload's optimizer section, as for every
 method here.
+
+Difference from the reference code: the SGP repository's D-PSGD mixes with a
+*non-symmetric* shift (each rank sends to ``+h`` and receives from ``-h``, so its ``W``
+is only column-stochastic); here ``W`` is a symmetric matching or ring, as Lian et
+al.'s analysis requires (symmetric doubly stochastic).  This file follows the paper,
+not the reference.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ class DPSGDConfig:
 @register("dpsgd")
 class DPSGD(Algorithm):
     Config = DPSGDConfig
-    name = "dpsgd"
+    optimizer_use = "local_then_mix"
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

@@ -32,11 +32,19 @@ Hyperparameters:
 Metrics: ``gossip/weight``, ``gossip/staleness`` (age in iterations of the oldest round
 absorbed this step, 0 if none) per step; ``gossip/spectral_gap`` per epoch.
 
-Differences from the reference code: the reference absorbs whatever has arrived at
-the start of an iteration (non-blocking) and blocks only every ``synch_freq``
-iterations, so the delays depend on timing.  Here a round is absorbed exactly ``tau``
-iterations after it was sent (waiting if it is late): same bounded-delay model, but
-deterministic for a given seed.
+Differences from the reference code (checked by running it side by side):
+
+* Order of step and send: here the rank takes its local step first and sends a share
+  of the *post-step* ``[x, w]`` (step 1, then 2).  The reference sends a share of the
+  *pre-step* value and applies the step only to the share it keeps, so its peers see
+  this step one round later.  Both are the paper's bounded-delay PushSum and keep the
+  de-biased average an SGD iterate, but the trajectories differ (not bit-comparable
+  with the reference even at ``tau: 1``).
+* Timing of absorption: the reference absorbs whatever has arrived at the start of an
+  iteration (non-blocking) and blocks only every ``synch_freq`` iterations, so the
+  delays depend on timing.  Here a round is absorbed exactly ``tau`` iterations after
+  it was sent (waiting if it is late): same bounded-delay model, deterministic for a
+  given seed.
 """
 
 from __future__ import annotations
@@ -66,7 +74,7 @@ class OSGPConfig:
 @register("osgp")
 class OSGP(Algorithm):
     Config = OSGPConfig
-    name = "osgp"
+    optimizer_use = "local_then_mix"
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

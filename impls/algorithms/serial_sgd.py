@@ -30,7 +30,6 @@ class SerialSGDConfig:
 @register("serial_sgd")
 class SerialSGD(Algorithm):
     Config = SerialSGDConfig
-    name = "serial_sgd"
 
     def setup(self, model):
         if self.ctx.world != 1:

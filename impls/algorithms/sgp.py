@@ -35,12 +35,17 @@ Hyperparameters:
 Metrics: ``gossip/weight`` per step; ``gossip/spectral_gap`` per epoch (of the
 product of one period of the graph's mixing matrices).
 
-Differences from the reference code (facebookresearch/stochastic_gradient_push):
-the reference applies the optimizer to ``z`` and then multiplies by ``w``, i.e.
-``x <- x - w lr d``; we follow the paper, ``x <- x - lr d``.  Both coincide on the
-regular graphs used here (``w = 1`` throughout).  Its exponential graph alternates
-``+1, -1, +2, -2, ...`` peers; :mod:`impls.topology` uses the paper's forward-only
-``+2^j`` schedule.
+Differences from the reference code (facebookresearch/stochastic_gradient_push), found
+by running it side by side with this file: on the same graph the two are bit-identical.
+Like the reference, the step is applied to the numerator as ``x <- x - lr d`` (the
+paper's update; the reference does not rescale by ``w`` either).  The graphs differ:
+the reference's exponential graph cycles its out-peers through ``+1, -1, +2, -2, +4,
+...`` (mod n), while :mod:`impls.topology` uses the paper's forward-only ``+2^j``
+schedule.  The 2-peer variant here takes two consecutive entries of the forward-only
+schedule per iteration (``+1, +2`` then ``+4, +8``, ...), which matches *neither* of
+the reference's graphs (its 2-peer graph takes two entries of the alternating list,
+e.g. ``+1, -1``); results at ``peers: 2`` are comparable in spectral gap and bytes,
+not trajectory by trajectory.
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ class SGPConfig:
 @register("sgp")
 class SGP(Algorithm):
     Config = SGPConfig
-    name = "sgp"
+    optimizer_use = "local_then_mix"
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

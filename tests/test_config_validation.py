@@ -45,7 +45,7 @@ def test_default_config_is_valid(cfg):
      "workloads.digits_mlp.dataset.root", "does not exist"),
     (lambda c: c["experiments"]["baseline"]["methods"]["allreduce_sgd"].__setitem__(
         "algorithm", {"bucket_size": 3}), "experiments.baseline.methods.allreduce_sgd.algorithm.bucket_size",
-     "allowed keys: bucket_mb"),
+     "allowed keys: broadcast_buffers, bucket_mb"),
     (lambda c: c["workloads"]["digits_mlp"]["optimizer"].__setitem__("lr", "fast"),
      "workloads.digits_mlp.optimizer.lr", "expected a number"),
     (lambda c: c["launcher"].__setitem__("kind", "mpi"), "launcher.kind", "local, slurm"),

@@ -13,6 +13,10 @@ so ranks that receive the same shares (a complete graph) end up with bit-identic
 vectors.  :meth:`Round.received` returns only the in-peers' shares, for methods
 that absorb them later (overlap SGP).
 
+:class:`GossipAlgorithm` is the small base the four methods share: the graph and its
+spectral gap, the local optimizer without its coupled L2 term, equal (or deliberately
+perturbed) replicas, and for the PushSum methods the numerator ``x`` and weight ``w``.
+
 Also here: flat views of a model's parameters, the gradient of the L2 term taken at
 the point where the gradient was computed, and the per-rank initial perturbation
 (``init_spread``) that lets tests and experiments start replicas apart.
@@ -28,6 +32,7 @@ from torch import nn
 from .comm import Communicator, Handle
 from .errors import ConfigError
 from .optim import LocalOptimizer, build_optimizer
+from .protocol import Algorithm
 from .topology import TOPOLOGIES, Graph, build_topology, period_spectral_gap
 
 
@@ -138,3 +143,40 @@ def local_sgd(optim_cfg, params) -> tuple[LocalOptimizer, float]:
     (A decoupled decay, adamw's, stays in the optimizer: see :mod:`impls.optim`.)
     """
     return build_optimizer(optim_cfg, params, l2_outside=True)
+
+
+class GossipAlgorithm(Algorithm):
+    """Set-up shared by sgp, osgp, dpsgd and d2 (their configs have ``topology`` and
+    ``init_spread``).  ``pushsum`` methods also keep ``x`` (the PushSum numerator, the
+    replica at set-up) and ``w`` (the weight, 1), and checkpoint both."""
+
+    optimizer_use = "local_then_mix"
+    pushsum: bool = False
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.graph, self.gap = make_graph(cfg.topology, ctx.world)
+
+    def setup(self, model: nn.Module) -> None:
+        self.model = model
+        if self.optimizer_use == "owns":  # the method applies lr and the L2 term itself
+            self.optimizer, self.wd = None, self.ctx.optim.weight_decay
+        else:
+            self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())
+        self.broadcast_initial_state(model)
+        perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
+        if self.pushsum:
+            self.x = flat_params(model)
+            self.w = torch.ones(1, dtype=self.x.dtype, device=self.x.device)
+
+    def epoch_end(self, epoch: int) -> dict[str, float]:
+        return {"gossip/spectral_gap": self.gap}
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        return {**state, "x": self.x.clone(), "w": self.w.clone()} if self.pushsum else state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        if self.pushsum:
+            self.x, self.w = state["x"].clone(), state["w"].clone()

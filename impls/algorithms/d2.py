@@ -49,9 +49,9 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..gossip import add_weight_decay, flat_grads, flat_params, make_graph, perturb, start_round, topology_spec, \
+from ..gossip import GossipAlgorithm, add_weight_decay, flat_grads, flat_params, start_round, topology_spec, \
     write_params
-from ..protocol import Algorithm, StepContext
+from ..protocol import StepContext
 from ..topology import spectral_gap
 from . import register
 
@@ -67,7 +67,7 @@ class D2Config:
 
 
 @register("d2")
-class D2(Algorithm):
+class D2(GossipAlgorithm):
     Config = D2Config
     optimizer_use = "owns"
     # plain SGD (Tang et al. 2018, Algorithm 1): what momentum does to the correction is not analysed
@@ -75,7 +75,6 @@ class D2(Algorithm):
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        self.graph, _ = make_graph(cfg.topology, ctx.world)
         if self.graph.period != 1:
             raise ConfigError("algorithm.topology", f"d2 needs a fixed W; {cfg.topology['name']!r} changes every "
                                                     f"iteration at {ctx.world} ranks (period {self.graph.period})")
@@ -89,10 +88,7 @@ class D2(Algorithm):
         self.gap = spectral_gap((W + torch.eye(ctx.world, dtype=W.dtype)) / 2 if self.lazy else W)
 
     def setup(self, model):
-        self.model = model
-        self.wd = self.ctx.optim.weight_decay
-        self.broadcast_initial_state(model)
-        perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
+        super().setup(model)
         self.x_prev: torch.Tensor | None = None
         self.u_prev: torch.Tensor | None = None
 

@@ -52,9 +52,9 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..gossip import (Round, add_weight_decay, flat_params, local_sgd, make_graph, perturb, start_round,
+from ..gossip import (GossipAlgorithm, Round, add_weight_decay, flat_params, start_round,
                       topology_spec, write_params)
-from ..protocol import Algorithm, StepContext
+from ..protocol import StepContext
 from . import register
 
 
@@ -69,20 +69,12 @@ class DPSGDConfig:
 
 
 @register("dpsgd")
-class DPSGD(Algorithm):
+class DPSGD(GossipAlgorithm):
     Config = DPSGDConfig
-    optimizer_use = "local_then_mix"
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        self.graph, self.gap = make_graph(cfg.topology, ctx.world)
         self.pending: Round | None = None
-
-    def setup(self, model):
-        self.model = model
-        self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())
-        self.broadcast_initial_state(model)
-        perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
 
     @contextlib.contextmanager
     def computing(self, s: StepContext):
@@ -104,9 +96,6 @@ class DPSGD(Algorithm):
             mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, flat_params(self.model)).wait()
             write_params(self.model, mixed)
         return {}
-
-    def epoch_end(self, epoch: int) -> dict[str, float]:
-        return {"gossip/spectral_gap": self.gap}
 
     def close(self) -> None:
         if self.pending is not None:

@@ -55,9 +55,9 @@ from typing import Any
 
 import torch
 
-from ..gossip import (Round, add_weight_decay, flat_params, local_sgd, make_graph, perturb, start_round,
+from ..gossip import (GossipAlgorithm, Round, add_weight_decay, flat_params, start_round,
                       topology_spec, write_params)
-from ..protocol import Algorithm, StepContext
+from ..protocol import StepContext
 from . import register
 
 
@@ -72,22 +72,13 @@ class OSGPConfig:
 
 
 @register("osgp")
-class OSGP(Algorithm):
+class OSGP(GossipAlgorithm):
     Config = OSGPConfig
-    optimizer_use = "local_then_mix"
+    pushsum = True
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        self.graph, self.gap = make_graph(cfg.topology, ctx.world)
         self.inflight: deque[tuple[int, Round]] = deque()
-
-    def setup(self, model):
-        self.model = model
-        self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())
-        self.broadcast_initial_state(model)
-        perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
-        self.x = flat_params(model)
-        self.w = torch.ones(1, dtype=self.x.dtype, device=self.x.device)
 
     def _absorb(self, upto: int, now: int) -> int:
         """Add every in-flight round sent at iteration <= ``upto``; returns the max age at ``now``."""
@@ -121,14 +112,7 @@ class OSGP(Algorithm):
 
     def epoch_end(self, epoch: int) -> dict[str, float]:
         self._flush()
-        return {"gossip/spectral_gap": self.gap}
+        return super().epoch_end(epoch)
 
     def close(self) -> None:
         self._flush()
-
-    def state_dict(self):
-        return {**super().state_dict(), "x": self.x.clone(), "w": self.w.clone()}
-
-    def load_state_dict(self, state):
-        super().load_state_dict(state)
-        self.x, self.w = state["x"].clone(), state["w"].clone()

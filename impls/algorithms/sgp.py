@@ -55,9 +55,9 @@ from typing import Any
 
 import torch
 
-from ..gossip import (add_weight_decay, flat_params, local_sgd, make_graph, perturb, start_round,
+from ..gossip import (GossipAlgorithm, add_weight_decay, flat_params, start_round,
                       topology_spec, write_params)
-from ..protocol import Algorithm, StepContext
+from ..protocol import StepContext
 from . import register
 
 
@@ -72,21 +72,9 @@ class SGPConfig:
 
 
 @register("sgp")
-class SGP(Algorithm):
+class SGP(GossipAlgorithm):
     Config = SGPConfig
-    optimizer_use = "local_then_mix"
-
-    def __init__(self, cfg, ctx):
-        super().__init__(cfg, ctx)
-        self.graph, self.gap = make_graph(cfg.topology, ctx.world)
-
-    def setup(self, model):
-        self.model = model
-        self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())
-        self.broadcast_initial_state(model)
-        perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
-        self.x = flat_params(model)
-        self.w = torch.ones(1, dtype=self.x.dtype, device=self.x.device)
+    pushsum = True
 
     def step(self, s: StepContext) -> dict[str, float]:
         add_weight_decay(self.model, self.wd)  # 1 (the parameters hold z)
@@ -101,13 +89,3 @@ class SGP(Algorithm):
         if self.cfg.log_mass:
             out["gossip/mass"] = float(self.x.double().sum())
         return out
-
-    def epoch_end(self, epoch: int) -> dict[str, float]:
-        return {"gossip/spectral_gap": self.gap}
-
-    def state_dict(self):
-        return {**super().state_dict(), "x": self.x.clone(), "w": self.w.clone()}
-
-    def load_state_dict(self, state):
-        super().load_state_dict(state)
-        self.x, self.w = state["x"].clone(), state["w"].clone()

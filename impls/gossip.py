@@ -17,7 +17,7 @@ that absorb them later (overlap SGP).
 spectral gap, the local optimizer without its coupled L2 term, equal (or deliberately
 perturbed) replicas, and for the PushSum methods the numerator ``x`` and weight ``w``.
 
-Also here: flat views of a model's parameters, the gradient of the L2 term taken at
+Also here (flat vectors come from :mod:`impls.flat`): the gradient of the L2 term taken at
 the point where the gradient was computed, and the per-rank initial perturbation
 (``init_spread``) that lets tests and experiments start replicas apart.
 """
@@ -31,6 +31,7 @@ from torch import nn
 
 from .comm import Communicator, Handle
 from .errors import ConfigError
+from .flat import flat_params
 from .optim import LocalOptimizer, build_optimizer
 from .protocol import Algorithm
 from .topology import TOPOLOGIES, Graph, build_topology, period_spectral_gap
@@ -100,20 +101,6 @@ def make_graph(spec: Mapping[str, Any], world: int) -> tuple[Graph, float]:
     """The graph and the spectral gap of one period of its mixing matrices."""
     g = build_topology(spec, world)
     return g, period_spectral_gap(g)
-
-
-def flat_params(model: nn.Module) -> torch.Tensor:
-    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
-
-
-@torch.no_grad()
-def write_params(model: nn.Module, vec: torch.Tensor) -> None:
-    torch.nn.utils.vector_to_parameters(vec, model.parameters())
-
-
-def flat_grads(model: nn.Module) -> torch.Tensor:
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                      for p in model.parameters()])
 
 
 @torch.no_grad()

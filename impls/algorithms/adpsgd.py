@@ -12,9 +12,9 @@ keeps its own model ``x_i`` and repeats, at its own pace, with no global barrier
    is the local optimizer's direction: momentum / Nesterov stay local, as in the paper's
    experiments, and the L2 term ``weight_decay * x_hat`` is added to ``g`` at ``x_hat``,
    the point where the gradient was taken, not at the current ``x_i``; parameters only,
-   buffers such as BN statistics stay local).  An active worker then waits until its step-2 average has landed, so at most
-   one is in flight and the next read includes it (``gossip/wait_s``: this wait, the
-   only time the main thread waits for communication).
+   buffers such as BN statistics stay local).  An active worker then waits until its
+   step-2 average has landed, so at most one is in flight and the next read includes it
+   (``gossip/wait_s``: this wait, the only time the main thread waits for communication).
 
 Deadlock avoidance (paper Sec. 4): the bipartite exponential graph of
 :mod:`impls.topology` (odd ranks active, even ranks passive, every edge across the

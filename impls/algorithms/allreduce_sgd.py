@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..flat import GradientBuckets
 from ..protocol import Algorithm, StepContext
 from . import register
 
@@ -62,24 +63,7 @@ class AllreduceSGD(Algorithm):
     def setup(self, model):
         super().setup(model)
         self.broadcast_initial_state(model)
-        params = [p for p in reversed(list(model.parameters())) if p.requires_grad]
-        limit = self.cfg.bucket_mb * 2**20
-        buckets: list[list[torch.nn.Parameter]] = [[]]
-        size = 0
-        for p in params:
-            if buckets[-1] and size + p.numel() * p.element_size() > limit:
-                buckets.append([])
-                size = 0
-            buckets[-1].append(p)
-            size += p.numel() * p.element_size()
-        self.flats, self.views = [], []
-        for bucket in buckets:  # one flat buffer per bucket; p.grad are views into it
-            flat = torch.zeros(sum(p.numel() for p in bucket), dtype=bucket[0].dtype, device=bucket[0].device)
-            offset = 0
-            for p in bucket:
-                self.views.append((p, flat[offset : offset + p.numel()].view_as(p)))
-                offset += p.numel()
-            self.flats.append(flat)
+        self.buckets = GradientBuckets(list(model.parameters()), self.cfg.bucket_mb)  # 1
 
     def computing(self, s: StepContext):
         self._sync_buffers()
@@ -103,17 +87,13 @@ class AllreduceSGD(Algorithm):
                         b.copy_(v.view_as(b))
 
     def zero_grad(self) -> None:
-        for flat in self.flats:
-            flat.zero_()
-        for p, view in self.views:  # (re)bind: backward then accumulates into the buckets
-            if p.grad is not view:
-                p.grad = view
+        self.buckets.zero_and_bind()
 
     def step(self, s: StepContext) -> dict[str, float]:
         world = self.ctx.world
         if world > 1:
-            handles = [self.comm.all_reduce(flat, async_op=True) for flat in self.flats]  # 1-2
-            for flat, h in zip(self.flats, handles):  # 3
+            handles = [self.comm.all_reduce(flat, async_op=True) for flat in self.buckets.flats]  # 2
+            for flat, h in zip(self.buckets.flats, handles):  # 3
                 h.wait()
                 flat.div_(world)
         self.set_lr(s.lr)

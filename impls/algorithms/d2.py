@@ -49,8 +49,8 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..gossip import GossipAlgorithm, add_weight_decay, flat_grads, flat_params, start_round, topology_spec, \
-    write_params
+from ..flat import flat_grads, flat_params, write_params
+from ..gossip import GossipAlgorithm, add_weight_decay, start_round, topology_spec
 from ..protocol import StepContext
 from ..topology import spectral_gap
 from . import register

@@ -52,8 +52,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..gossip import (GossipAlgorithm, Round, add_weight_decay, flat_params, start_round,
-                      topology_spec, write_params)
+from ..flat import flat_params, write_params
+from ..gossip import GossipAlgorithm, Round, add_weight_decay, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
 

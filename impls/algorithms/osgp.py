@@ -55,8 +55,8 @@ from typing import Any
 
 import torch
 
-from ..gossip import (GossipAlgorithm, Round, add_weight_decay, flat_params, start_round,
-                      topology_spec, write_params)
+from ..flat import flat_params, write_params
+from ..gossip import GossipAlgorithm, Round, add_weight_decay, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
 

@@ -1,0 +1,61 @@
+"""Flat views of a model's tensors, shared by every method that moves them as one vector.
+
+* :func:`flat_params`, :func:`write_params`, :func:`flat_grads`: the parameters (or
+  gradients) as one contiguous vector, in ``model.parameters()`` order, and back.
+* :class:`GradientBuckets`: gradients that live in flat buckets of about ``bucket_mb``
+  megabytes (reverse parameter order, as DDP builds them), each ``p.grad`` a view into
+  its bucket, so backward writes straight into the buffer a collective sends (DDP's
+  ``gradient_as_bucket_view``): no packing or unpacking copies.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def flat_params(model: nn.Module) -> torch.Tensor:
+    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+
+
+@torch.no_grad()
+def write_params(model: nn.Module, vec: torch.Tensor) -> None:
+    torch.nn.utils.vector_to_parameters(vec, model.parameters())
+
+
+def flat_grads(model: nn.Module) -> torch.Tensor:
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                      for p in model.parameters()])
+
+
+class GradientBuckets:
+    """``flats``: the bucket buffers; :meth:`bind` (re)points every ``p.grad`` at its view."""
+
+    def __init__(self, params: list[nn.Parameter], bucket_mb: float):
+        limit = bucket_mb * 2**20
+        buckets: list[list[nn.Parameter]] = [[]]
+        size = 0
+        for p in reversed([p for p in params if p.requires_grad]):
+            if buckets[-1] and size + p.numel() * p.element_size() > limit:
+                buckets.append([])
+                size = 0
+            buckets[-1].append(p)
+            size += p.numel() * p.element_size()
+        self.flats: list[torch.Tensor] = []
+        self.views: list[tuple[nn.Parameter, torch.Tensor]] = []
+        for bucket in buckets:
+            flat = torch.zeros(sum(p.numel() for p in bucket), dtype=bucket[0].dtype, device=bucket[0].device)
+            offset = 0
+            for p in bucket:
+                self.views.append((p, flat[offset: offset + p.numel()].view_as(p)))
+                offset += p.numel()
+            self.flats.append(flat)
+
+    def zero_and_bind(self) -> None:
+        """Zero the buckets and make each ``p.grad`` its view again (a calibration pass or
+        ``p.grad = None`` elsewhere may have detached it); backward then accumulates there."""
+        for flat in self.flats:
+            flat.zero_()
+        for p, view in self.views:
+            if p.grad is not view:
+                p.grad = view

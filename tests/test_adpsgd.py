@@ -62,18 +62,28 @@ def test_no_barrier_under_a_10x_straggler(run_torchrun):
         # ... and every worker wrote every epoch record, without waiting for the others
         assert all(len(run.records(r, "epoch")) == epochs for r in range(nodes))
         n_slow = len(steps[slow])
-        assert n_slow >= 1
+        # under a barrier it would take a fair share of the steps; 10x slower, far less than half of one
+        assert 1 <= n_slow < epochs * S / nodes / 2, {k: len(v) for k, v in steps.items()}
         for r in range(nodes):
             if r != slow:  # 10x in compute; 2x leaves room for overheads on a loaded machine
                 assert len(steps[r]) >= 2 * n_slow, (r, {k: len(v) for k, v in steps.items()})
             assert [s["gossip/steps_done"] for s in steps[r]] == list(range(1, len(steps[r]) + 1))
-            assert all(s["gossip/staleness"] >= 0 for s in steps[r])
-        # an active worker's gradient is at most its own average stale
-        assert all(s["gossip/staleness"] in (0, 1) for r in (1, 3) for s in steps[r])
-        # every active step averaged once: the active workers' averages = their steps
-        assert sum(steps[r][-1]["gossip/averages"] for r in (1, 3)) == len(steps[1]) + len(steps[3])
-        # bytes per step come from the tensors sent: each active step sends its model + 2 floats
-        assert all(s["comm/bytes_sent"] >= 4 * (info["params"] + 2) for r in (1, 3) for s in steps[r])
+            previous = 0
+            for s in steps[r]:
+                # the slow worker really slept 9x its compute after it (the others not at all)
+                assert s["time/straggler_delay_s"] == pytest.approx(9 * s["time/compute_s"] if r == slow else 0.0,
+                                                                    rel=1e-12, abs=0)
+                assert s["time/step_s"] >= s["time/compute_s"] + s["time/straggler_delay_s"]
+                # staleness counts averages that landed within this step: at most those logged since the last
+                assert 0 <= s["gossip/staleness"] <= s["gossip/averages"] - previous, (r, s)
+                previous = s["gossip/averages"]
+        for r in (1, 3):  # active: each step waits for its own average, so averages = steps exactly
+            assert [s["gossip/averages"] for s in steps[r]] == [s["gossip/steps_done"] for s in steps[r]]
+            assert all(s["gossip/staleness"] in (0, 1) for s in steps[r])  # at most its own average stale
+        # bytes per step come from the tensors sent: each active step sends its model + 2 floats and
+        # receives its partner's model (exact per rank and method: tests/test_spawn_wire.py)
+        assert all((s["comm/bytes_sent"], s["comm/bytes_recv"]) == (4 * (info["params"] + 2), 4 * info["params"])
+                   for r in (1, 3) for s in steps[r])
 
 
 @pytest.mark.timeout(300)
@@ -119,7 +129,11 @@ def test_converges_on_the_tiny_task(run_torchrun):
         assert ep[-1]["loss/val"] < 0.5 and ep[-1]["acc/val"] > 0.85, (r, ep[-1])
         losses = [s["loss/train"] for s in run.records(r, "step")]
         assert sum(losses[-5:]) / 5 < 0.6, (r, losses[-5:])
-    assert run.records(0, "epoch")[-1]["consensus/distance"] >= 0
+    # the logged distance is that of the final models (asynchronous: never exactly equal)
+    d = _consensus([_flat(run.final_state(r)) for r in range(nodes)])
+    assert d > 0
+    for r in range(nodes):
+        assert run.records(r, "epoch")[-1]["consensus/distance"] == pytest.approx(d, rel=1e-6)
 
 
 def test_bad_hyperparameters_are_rejected():

@@ -1,8 +1,9 @@
 """Tier 2: the runtime under real torchrun (gloo): determinism, stragglers, faults, resume.
 
 Resume: each algorithm family is killed mid-run by the fault injection
-(``DISTREPRO_FAULT=rank:step``: that rank exits at that step, which ends the launch),
-then one relaunch resumes them all from their checkpoint directories, next to
+(``DISTREPRO_FAULT=rank:step``: that rank exits at that step, which ends the launch;
+AD-PSGD's launch is stopped from outside instead, see ``ADPSGD``), then one relaunch
+resumes them all from their checkpoint directories, next to
 uninterrupted runs of the same configurations.  A resumed run must start after the
 checkpointed epoch (not from scratch: that would give the same numbers, runs being
 deterministic), carry the finished epochs' records over unchanged, and end, on every
@@ -127,7 +128,8 @@ def restarts(tmp_path_factory):
     first = {}
     for i, (name, cfg) in enumerate(CRASHES.items()):
         if name == "adpsgd":
-            (run,), proc = _launch_until(cfg, tmp / name, lambda r: len(_checkpointed(r)) == N)
+            (run,), proc = _launch_until(cfg, tmp / name,
+                                         lambda r: all((r.ckpt / f"rank{k}.pt").exists() for k in range(N)))
         else:
             (run,), proc = launch([cfg], tmp / name, env={FAULT_ENV: SYNC_FAULT}, check=False)
         first[name] = (proc.returncode, run, _checkpointed(run))

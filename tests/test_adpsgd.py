@@ -91,10 +91,12 @@ def test_pairwise_averaging_conserves_the_sum(tmp_path):
     """lr 0: only averaging changes the models, and x_i = x_j = (x_i + x_j)/2 keeps their
     sum (float32 rounding: 1e-5 of the largest entry) once the exchanges are drained.
     The ranks start from different models (resumed from per-rank epoch-0 checkpoints
-    written here); averaging must bring them closer."""
+    written here); averaging must bring them closer (to a few float32 roundings within
+    an epoch: pairs (1,0), (3,2), then (1,2), (3,0) already average all four), and the
+    logged consensus distance is theirs."""
     nodes = 4
     cfg = make_config("adpsgd", nodes, workload={
-        "epochs": 4, "optimizer": {"lr": 0.0, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-4}})
+        "epochs": 2, "optimizer": {"lr": 0.0, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-4}})
     resume = tmp_path / "ckpt0"  # where launch() points the run's checkpoints
     resume.mkdir()
     data = build_dataset(cfg["workload"]["dataset"])
@@ -108,13 +110,15 @@ def test_pairwise_averaging_conserves_the_sum(tmp_path):
         start.append(_flat(model.state_dict()))
     (run,), _ = launch([cfg], tmp_path)
     assert run.ckpt == resume
-    assert [e["epoch"] for e in run.records(0, "epoch")] == [1, 2, 3]  # resumed after epoch 0
+    assert json.loads((run.out / "runinfo.json").read_text())["resumed_from_epoch"] == 0
+    assert [e["epoch"] for e in run.records(0, "epoch")] == [1]
     end = [_flat(run.final_state(r)) for r in range(nodes)]
     total0, total1 = sum(start), sum(end)
     assert (total1 - total0).abs().max() <= 1e-5 * total0.abs().max()
     d0, d1 = _consensus(start), _consensus(end)
-    assert d1 < 0.5 * d0, (d0, d1)
-    assert run.records(0, "epoch")[-1]["consensus/distance"] == pytest.approx(d1, rel=1e-5)
+    assert d1 < 0.5 * d0, (d0, d1)  # measured: about 1e-8 (a few float32 roundings) after one epoch
+    for r in range(nodes):
+        assert run.records(r, "epoch")[-1]["consensus/distance"] == pytest.approx(d1, rel=1e-5, abs=1e-12)
 
 
 @pytest.mark.timeout(300)

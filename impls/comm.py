@@ -7,12 +7,23 @@
   cost model of :mod:`impls.costmodel`, because the wire traffic happens inside the
   backend);
 * ``time/comm_s`` is the wall time spent waiting for communication;
-* ``time/net_delay_s`` is the extra time slept for the emulated network
-  (:mod:`impls.netmodel`), on top of the real transfer.
+* ``time/net_emulated_s`` is the transfer time the emulated network
+  (:mod:`impls.netmodel`) gives the messages completed in the step: the cost
+  model's latency and bytes on the critical path over the link bandwidth, a
+  deterministic function of the bytes and the network (summed over messages, even
+  where they travel at the same time);
+* ``time/net_delay_s`` is the part of it actually slept: what the real transfer,
+  and any computation overlapped with it, had not already taken.
 
 Algorithms call these methods instead of ``torch.distributed`` directly.  Calls
 made with ``async_op=True`` return a :class:`Handle` whose ``wait()`` applies the
 emulated delay, so overlap of communication with computation is preserved.
+
+Set-up traffic, everything before the first :meth:`Communicator.pop_counters` (the
+initial broadcast, which ends by resetting the counters), belongs to no step: it is
+not emulated.  That is also what lets the runtime calibrate a relative network
+(:meth:`~impls.netmodel.NetworkModel.calibrate`) after the set-up; any later message
+on an uncalibrated one raises.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ class Counters:
     bytes_recv: float = 0.0
     comm_s: float = 0.0
     net_delay_s: float = 0.0
+    net_emulated_s: float = 0.0
     messages: int = 0
 
     def as_metrics(self) -> dict[str, float]:
@@ -44,6 +56,7 @@ class Counters:
             "comm/messages": self.messages,
             "time/comm_s": self.comm_s,
             "time/net_delay_s": self.net_delay_s,
+            "time/net_emulated_s": self.net_emulated_s,
         }
 
 
@@ -71,7 +84,7 @@ class Handle:
         if left > 0:
             time.sleep(left)
         self._done = True
-        self._comm._add(comm_s=time.perf_counter() - t0, net_delay_s=max(left, 0.0))
+        self._comm._add(comm_s=time.perf_counter() - t0, net_delay_s=max(left, 0.0), net_emulated_s=self._delay)
         if self._on_done is not None:
             self._on_done()
 
@@ -91,26 +104,32 @@ class Communicator:
         self.net = network if network is not None else NetworkModel(NetworkConfig())
         self._c = Counters()
         self._lock = threading.Lock()  # async algorithms count from a gossip thread
+        self._setup = True  # until the first pop_counters(): set-up traffic, not emulated
 
     # -- accounting -------------------------------------------------------------
-    def _add(self, bytes_sent=0.0, bytes_recv=0.0, comm_s=0.0, net_delay_s=0.0, messages=0):
+    def _add(self, bytes_sent=0.0, bytes_recv=0.0, comm_s=0.0, net_delay_s=0.0, net_emulated_s=0.0, messages=0):
         with self._lock:
             c = self._c
             c.bytes_sent += bytes_sent
             c.bytes_recv += bytes_recv
             c.comm_s += comm_s
             c.net_delay_s += net_delay_s
+            c.net_emulated_s += net_emulated_s
             c.messages += messages
 
     def pop_counters(self) -> Counters:
         """Counters since the last call (the runtime calls this once per step)."""
         with self._lock:
             c, self._c = self._c, Counters()
+            self._setup = False
         return c
+
+    def _delay(self, cost: Cost, concurrent: int) -> float:
+        return 0.0 if self._setup else self.net.delay(cost, concurrent)
 
     def _finish(self, work, cost: Cost, concurrent: int, async_op: bool) -> Handle | None:
         self._add(bytes_sent=cost.bytes_sent, bytes_recv=cost.bytes_recv, messages=1)
-        h = Handle(self, work, self.net.delay(cost, concurrent))
+        h = Handle(self, work, self._delay(cost, concurrent))
         if async_op:
             return h
         h.wait()
@@ -154,7 +173,7 @@ class Communicator:
         """Non-blocking receive; ``wait()`` adds the emulated transfer time of ``t``."""
         work = dist.irecv(t, src=src, group=self.group)
         self._add(bytes_recv=nbytes(t))
-        return Handle(self, work, self.net.delay(collective_cost("p2p", nbytes(t), 2), concurrent))
+        return Handle(self, work, self._delay(collective_cost("p2p", nbytes(t), 2), concurrent))
 
     def send(self, t: torch.Tensor, dst: int) -> None:
         self.isend(t, dst).wait()

@@ -25,7 +25,8 @@ Presets (``preset:`` key, any field can still be overridden):
   294 ms/iteration give compute c from 294 = c + (420 - c)/12, c = 282.5 ms;
   81.8 / 282.5 = 0.29.  With this preset a tiny stand-in keeps the communication to
   computation balance that decides the paper's claims; the bandwidth is fixed per run
-  from the measured compute time of the first steps (see ``calibrate``).  Latency is
+  from the measured compute time of the first steps (see ``calibrate``; a delay asked
+  of an uncalibrated relative network raises).  Latency is
   0: at paper scale 2(n-1) x 50 us is about 1% of a 282 ms step, while on a tiny
   stand-in an absolute 50 us would dominate its sub-millisecond steps.
 """
@@ -104,8 +105,17 @@ class NetworkModel:
             self.bandwidth_Bps = model_bytes / (self.cfg.comm_to_compute * max(compute_s, 1e-6))
 
     def delay(self, cost: Cost, concurrent: int = 1) -> float:
-        if not self.enabled or cost.steps == 0 or not self.calibrated:
+        """Emulated transfer time of ``cost`` (seconds).
+
+        A relative preset has no bandwidth until :meth:`calibrate` has run: asking it
+        for a delay then is a bug in the caller, and raises rather than emulating an
+        infinitely fast network (a silent 0 would void every claim about the network).
+        """
+        if not self.enabled or cost.steps == 0:
             return 0.0
+        if not self.calibrated:
+            raise RuntimeError(f"network kind 'relative' (comm_to_compute {self.cfg.comm_to_compute}) is not "
+                               "calibrated: call calibrate(model_bytes, compute_s) before communicating")
         bw = self.bandwidth_Bps / (max(concurrent, 1) if self.cfg.shared else 1)
         return cost.steps * self.cfg.latency_s + cost.wire_bytes / bw
 

@@ -62,18 +62,28 @@ def test_no_barrier_under_a_10x_straggler(run_torchrun):
         # ... and every worker wrote every epoch record, without waiting for the others
         assert all(len(run.records(r, "epoch")) == epochs for r in range(nodes))
         n_slow = len(steps[slow])
-        assert n_slow >= 1
+        # under a barrier it would take a fair share of the steps; 10x slower, far less than half of one
+        assert 1 <= n_slow < epochs * S / nodes / 2, {k: len(v) for k, v in steps.items()}
         for r in range(nodes):
             if r != slow:  # 10x in compute; 2x leaves room for overheads on a loaded machine
                 assert len(steps[r]) >= 2 * n_slow, (r, {k: len(v) for k, v in steps.items()})
             assert [s["gossip/steps_done"] for s in steps[r]] == list(range(1, len(steps[r]) + 1))
-            assert all(s["gossip/staleness"] >= 0 for s in steps[r])
-        # an active worker's gradient is at most its own average stale
-        assert all(s["gossip/staleness"] in (0, 1) for r in (1, 3) for s in steps[r])
-        # every active step averaged once: the active workers' averages = their steps
-        assert sum(steps[r][-1]["gossip/averages"] for r in (1, 3)) == len(steps[1]) + len(steps[3])
-        # bytes per step come from the tensors sent: each active step sends its model + 2 floats
-        assert all(s["comm/bytes_sent"] >= 4 * (info["params"] + 2) for r in (1, 3) for s in steps[r])
+            previous = 0
+            for s in steps[r]:
+                # the slow worker really slept 9x its compute after it (the others not at all)
+                assert s["time/straggler_delay_s"] == pytest.approx(9 * s["time/compute_s"] if r == slow else 0.0,
+                                                                    rel=1e-12, abs=0)
+                assert s["time/step_s"] >= s["time/compute_s"] + s["time/straggler_delay_s"]
+                # staleness counts averages that landed within this step: at most those logged since the last
+                assert 0 <= s["gossip/staleness"] <= s["gossip/averages"] - previous, (r, s)
+                previous = s["gossip/averages"]
+        for r in (1, 3):  # active: each step waits for its own average, so averages = steps exactly
+            assert [s["gossip/averages"] for s in steps[r]] == [s["gossip/steps_done"] for s in steps[r]]
+            assert all(s["gossip/staleness"] in (0, 1) for s in steps[r])  # at most its own average stale
+        # bytes per step come from the tensors sent: each active step sends its model + 2 floats and
+        # receives its partner's model (exact per rank and method: tests/test_spawn_wire.py)
+        assert all((s["comm/bytes_sent"], s["comm/bytes_recv"]) == (4 * (info["params"] + 2), 4 * info["params"])
+                   for r in (1, 3) for s in steps[r])
 
 
 @pytest.mark.timeout(300)
@@ -81,10 +91,12 @@ def test_pairwise_averaging_conserves_the_sum(tmp_path):
     """lr 0: only averaging changes the models, and x_i = x_j = (x_i + x_j)/2 keeps their
     sum (float32 rounding: 1e-5 of the largest entry) once the exchanges are drained.
     The ranks start from different models (resumed from per-rank epoch-0 checkpoints
-    written here); averaging must bring them closer."""
+    written here); averaging must bring them closer (to a few float32 roundings within
+    an epoch: pairs (1,0), (3,2), then (1,2), (3,0) already average all four), and the
+    logged consensus distance is theirs."""
     nodes = 4
     cfg = make_config("adpsgd", nodes, workload={
-        "epochs": 4, "optimizer": {"lr": 0.0, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-4}})
+        "epochs": 2, "optimizer": {"lr": 0.0, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-4}})
     resume = tmp_path / "ckpt0"  # where launch() points the run's checkpoints
     resume.mkdir()
     data = build_dataset(cfg["workload"]["dataset"])
@@ -98,13 +110,15 @@ def test_pairwise_averaging_conserves_the_sum(tmp_path):
         start.append(_flat(model.state_dict()))
     (run,), _ = launch([cfg], tmp_path)
     assert run.ckpt == resume
-    assert [e["epoch"] for e in run.records(0, "epoch")] == [1, 2, 3]  # resumed after epoch 0
+    assert json.loads((run.out / "runinfo.json").read_text())["resumed_from_epoch"] == 0
+    assert [e["epoch"] for e in run.records(0, "epoch")] == [1]
     end = [_flat(run.final_state(r)) for r in range(nodes)]
     total0, total1 = sum(start), sum(end)
     assert (total1 - total0).abs().max() <= 1e-5 * total0.abs().max()
     d0, d1 = _consensus(start), _consensus(end)
-    assert d1 < 0.5 * d0, (d0, d1)
-    assert run.records(0, "epoch")[-1]["consensus/distance"] == pytest.approx(d1, rel=1e-5)
+    assert d1 < 0.5 * d0, (d0, d1)  # measured: about 1e-8 (a few float32 roundings) after one epoch
+    for r in range(nodes):
+        assert run.records(r, "epoch")[-1]["consensus/distance"] == pytest.approx(d1, rel=1e-5, abs=1e-12)
 
 
 @pytest.mark.timeout(300)
@@ -119,7 +133,11 @@ def test_converges_on_the_tiny_task(run_torchrun):
         assert ep[-1]["loss/val"] < 0.5 and ep[-1]["acc/val"] > 0.85, (r, ep[-1])
         losses = [s["loss/train"] for s in run.records(r, "step")]
         assert sum(losses[-5:]) / 5 < 0.6, (r, losses[-5:])
-    assert run.records(0, "epoch")[-1]["consensus/distance"] >= 0
+    # the logged distance is that of the final models (asynchronous: never exactly equal)
+    d = _consensus([_flat(run.final_state(r)) for r in range(nodes)])
+    assert d > 0
+    for r in range(nodes):
+        assert run.records(r, "epoch")[-1]["consensus/distance"] == pytest.approx(d, rel=1e-6)
 
 
 def test_bad_hyperparameters_are_rejected():

@@ -6,11 +6,15 @@ keys ``<namespace>/<name>``:
 
 =========================  ===========================================================
 ``loss/train``             training loss (step: this batch; epoch: mean over steps)
-``loss/val``, ``acc/val``  validation loss and top-1 accuracy (epoch records)
+``loss/val``, ``acc/val``  validation loss and top-1 accuracy (epoch records; classification)
+``loss/objective``         full objective F(x) (epoch records; finite_sum task)
+``opt/gap``                suboptimality F(x) - F(x*) (epoch records; finite_sum task)
+``opt/lr``                 the step's learning rate
 ``time/compute_s``         forward + backward wall time
 ``time/straggler_delay_s`` emulated straggler sleep (:mod:`impls.straggler`)
 ``time/comm_s``            time spent waiting on communication (incl. net delay)
-``time/net_delay_s``       emulated network sleep (:mod:`impls.netmodel`)
+``time/net_delay_s``       emulated network sleep left after the real transfer
+``time/net_emulated_s``    the emulated (cost-model) time of the messages finished
 ``time/step_s``            the whole step; ``time/epoch_s`` the whole epoch
 ``time/wall_s``            seconds since training started on this rank
 ``comm/bytes_sent|recv``   bytes this rank sent / received (counted, see impls.comm)

@@ -148,11 +148,14 @@ def test_bad_hyperparameters_are_rejected():
 
 
 def test_full_config_validates(tmp_path):
+    from datafiles import write_cifar10, write_imagefolder
+
     cfg = yaml.safe_load((ROOT / "config" / "full" / "adpsgd.yaml").read_text())
-    for wl in cfg["workloads"].values():  # nothing is downloaded: point roots at an existing dir
-        if "root" in wl["dataset"]:
-            (tmp_path / "train").mkdir(exist_ok=True)
-            (tmp_path / "val").mkdir(exist_ok=True)
-            wl["dataset"]["root"] = str(tmp_path)
+    for name, wl in cfg["workloads"].items():  # nothing is downloaded: tiny files in the real formats
+        ds = wl["dataset"]
+        if ds["name"] == "cifar10":  # one global batch of 16 workers x 128
+            ds.update(root=str(write_cifar10(tmp_path / name, n_train=16 * 128 + 10, n_test=10)), verify_md5=False)
+        elif ds["name"] == "imagefolder":
+            ds["root"] = str(write_imagefolder(tmp_path / name, ["n01440764", "n01443537"], per_class=1))
     runs = validate(cfg)
     assert {r.method for r in runs} >= {"allreduce_sgd", "adpsgd"} and min(r.nodes for r in runs) >= 16

@@ -197,3 +197,18 @@ def test_the_pipeline_stops_before_any_job_and_keeps_earlier_results(tmp_path, c
     assert "Traceback" not in out
     assert table.read_text() == "earlier,results\n1,2\n"
     assert not (tmp_path / "results" / "runs").exists() and not (tmp_path / "results" / "launches").exists()
+
+
+def test_the_reproduce_precheck_names_the_file_and_line_of_a_yaml_syntax_error(tmp_path):
+    from distrepro_wf.precheck import config_files, main
+
+    assert config_files(["--cores", "2", "--configfile", "a.yaml", "b.yaml", "-n"]) == ["a.yaml", "b.yaml"]
+    assert config_files(["--configfiles=c.yaml", "--configfile", "d.yaml"]) == ["c.yaml", "d.yaml"]
+    assert config_files(["--cores", "2"]) == []
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("experiments:\n  a: [1, 2\n")
+    proc = subprocess.run([sys.executable, "-m", "distrepro_wf.precheck", "--cores", "2", "--configfile", str(bad)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().startswith(f"invalid configuration: {bad}: YAML syntax error: line 3, column 1")
+    assert main(["--cores", "2"]) == 0

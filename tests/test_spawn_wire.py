@@ -126,12 +126,15 @@ def test_network_delay_follows_the_cost_model_of_the_bytes_sent(runs, method):
 
 @pytest.mark.spawn
 def test_overlap_sgp_pays_each_round_one_step_later(runs):
-    """tau = 1: step t waits for round t - 1 (the round of an epoch's last step is
-    flushed at the epoch's end and counted in the next epoch's first step); the run's
-    first step has nothing to wait for."""
+    """tau = 1: step t waits for round t - 1; the round of an epoch's last step is
+    flushed at the epoch's end and counted in that epoch's record, so each epoch's first
+    step has nothing to wait for and every epoch pays exactly SPE rounds."""
+    m = message(F32 * (P + 1))
     for rank in range(N):
         got = [s["time/net_emulated_s"] for s in _steps(runs["osgp"], rank)]
-        assert got == pytest.approx([0.0] + [message(F32 * (P + 1))] * (EPOCHS * SPE - 1), rel=1e-9)
+        assert got == pytest.approx(([0.0] + [m] * (SPE - 1)) * EPOCHS, rel=1e-9)
+        epochs = [e["time/net_emulated_s"] for e in runs["osgp"].records(rank, "epoch")]
+        assert epochs == pytest.approx([SPE * m] * EPOCHS, rel=1e-9)
 
 
 @pytest.mark.spawn

@@ -239,7 +239,11 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
     for n in discarded:
         if rank == 0:
             print(f"WARNING: checkpoint {n}; every rank starts this run from scratch", file=sys.stderr, flush=True)
-    if _agree(found, world) not in (None, -1):
+    agreed = _agree(found, world)
+    if agreed is None and rank == 0:
+        print("WARNING: the ranks' checkpoints are of different epochs (an asynchronous run killed between "
+              "two ranks' checkpoints); every rank starts this run from scratch", file=sys.stderr, flush=True)
+    if agreed not in (None, -1):
         model.load_state_dict(state["model"])
         algo.load_state_dict(state["algo"])
         torch.set_rng_state(state["rng"]["torch"])
@@ -310,22 +314,23 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
             if first_bad is None and not math.isfinite(rec["loss/train"]):
                 first_bad = f"step {gstep} (epoch {epoch}): loss/train = {rec['loss/train']}"
             losses.append(rec["loss/train"])
-            for k in ("time/compute_s", "time/straggler_delay_s", "time/comm_s", "time/net_delay_s",
-                      "comm/bytes_sent", "comm/bytes_recv", "comm/messages"):
+            for k in ("time/compute_s", "time/straggler_delay_s", *c.as_metrics()):
                 sums[k] = sums.get(k, 0.0) + rec[k]
         epoch_s = time.perf_counter() - t_epoch
         if barrier_free and epoch == wl.epochs - 1:  # drain in-flight exchanges before the final evaluation
             algo.close()
             closed = True
-            for k, v in comm.pop_counters().as_metrics().items():
-                sums[k] = sums.get(k, 0.0) + v
-        ep = {"loss/train": float(np.mean(losses)) if losses else float("nan"), "time/epoch_s": epoch_s, **sums,
+        ep = {"loss/train": float(np.mean(losses)) if losses else float("nan"), "time/epoch_s": epoch_s,
               **algo.epoch_end(epoch)}
         with algo.eval_params() as m:
             if wl.eval_ranks == "all" or rank == 0:
                 ep.update(task.evaluate(m, workers=wl.loader_workers))
             if not barrier_free or closed:  # barrier-free: once, after every worker has finished
                 ep["consensus/distance"] = consensus_distance(m, world)
+        # the epoch's end moved data too (a drain, OSGP's flush, a buffer sync): it belongs to this epoch
+        for k, v in comm.pop_counters().as_metrics().items():
+            sums[k] = sums.get(k, 0.0) + v
+        ep.update(sums)
         ep["time/wall_s"] = time.perf_counter() - t_start
         writer.write("epoch", epoch, (epoch + 1) * steps_per_epoch, ep)
         writer.flush()

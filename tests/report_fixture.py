@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from distrepro_wf import claims as wfclaims
+from distrepro_wf import published as wfpublished
 from distrepro_wf.collect import KEYS, summarize, write_atomic
 
 WORKLOAD = {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]}, "batch_size": 16, "epochs": 4,
@@ -117,11 +118,12 @@ def render(root: Path, config: dict[str, Any] | None = None) -> list[Path]:
         t = {"epochs": pd.read_csv(tables / e / "epochs.csv"), "runs": pd.read_csv(tables / e / "runs.csv")}
         for name, (table, fn) in FIGURES.items():
             fn(t[table], root / "reports" / "figures" / e / f"{name}.png")
-    published = wfclaims.load(config)
+    published = wfpublished.load(config)
     runs, failed = wfclaims.read_tables(tables, experiments)
     results = wfclaims.evaluate(published, config, runs, failed)
     write_atomic(results, tables / "claims.csv")
-    return build(experiments, config, tables, root / "reports" / "index.html", root / "results" / "bench", [],
+    return build(experiments, config, tables, root / "reports" / "index.html",
+                 sorted((root / "results" / "bench").glob("*.csv")), [],
                  published, pd.read_csv(tables / "claims.csv"))
 
 

@@ -16,6 +16,9 @@ import yaml
 
 import report_fixture as rf
 from distrepro_wf import claims as wfclaims
+from distrepro_wf import published as wfpublished
+from distrepro_wf import stats as wfstats
+from distrepro_wf import catalogue as wfcatalogue
 from distrepro_wf.collect import summarize
 from distrepro_wf.report import build
 from impls.errors import ConfigError
@@ -50,7 +53,7 @@ def runs_table(rows: list[tuple]) -> pd.DataFrame:
 
 def evaluate(tmp_path, claims, runs, failed=None, config=None):
     config = config or rf.CONFIG
-    pub = wfclaims.load(config, _published_with(tmp_path, claims))
+    pub = wfpublished.load(config, _published_with(tmp_path, claims))
     return wfclaims.evaluate(pub, config, {"sgp": runs}, {"sgp": failed} if failed is not None else {})
 
 
@@ -59,8 +62,8 @@ def evaluate(tmp_path, claims, runs, failed=None, config=None):
 
 def test_shipped_claims_name_known_metrics_and_sources():
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    pub = wfclaims.load(cfg)
-    assert {c["metric"] for c in pub.claims} <= set(wfclaims.METRICS)
+    pub = wfpublished.load(cfg)
+    assert {c["metric"] for c in pub.claims} <= set(wfcatalogue.METRICS)
     # the issue's example claims are there, each with published source rows
     ids = {c["id"] for c in pub.claims}
     assert {"sgp_epoch_faster_than_ar", "sgp_top1_within_1p2_of_ar", "adpsgd_epoch_4to8x_faster",
@@ -74,7 +77,7 @@ def test_shipped_claims_name_known_metrics_and_sources():
 def test_unknown_metric_is_an_error_even_for_unconfigured_experiments(tmp_path):
     d = _published_with(tmp_path, [claim(experiment="not_there_yet", metric="top1")])
     with pytest.raises(ConfigError) as e:
-        wfclaims.load(rf.CONFIG, d)
+        wfpublished.load(rf.CONFIG, d)
     assert "claims[0] (c1).metric" in str(e.value) and "unknown metric 'top1'" in str(e.value)
     assert "final_acc" in str(e.value)  # lists the known ones
 
@@ -82,7 +85,7 @@ def test_unknown_metric_is_an_error_even_for_unconfigured_experiments(tmp_path):
 def test_unknown_method_of_a_configured_experiment_is_an_error(tmp_path):
     d = _published_with(tmp_path, [claim(a={"method": "sgp_1per"})])
     with pytest.raises(ConfigError) as e:
-        wfclaims.load(rf.CONFIG, d)
+        wfpublished.load(rf.CONFIG, d)
     msg = str(e.value)
     assert "claims[0] (c1).a.method" in msg and "unknown method 'sgp_1per'" in msg and "sgp_1peer" in msg
 
@@ -90,7 +93,7 @@ def test_unknown_method_of_a_configured_experiment_is_an_error(tmp_path):
 def test_registered_but_unconfigured_method_is_not_comparable(tmp_path):
     cfg = copy.deepcopy(rf.CONFIG)
     del cfg["experiments"]["sgp"]["methods"]["allreduce_sgd"]
-    pub = wfclaims.load(cfg, _published_with(tmp_path, [claim()]))
+    pub = wfpublished.load(cfg, _published_with(tmp_path, [claim()]))
     res = wfclaims.evaluate(pub, cfg, {}, {})
     assert res[["status", "reason"]].values.tolist() == [[
         "not comparable", "method 'allreduce_sgd' not in this config (experiment 'sgp' runs dpsgd, sgp_1peer, "
@@ -105,7 +108,7 @@ def test_a_user_grid_without_a_claimed_method_or_straggler_makes_those_claims_no
     cfg["experiments"]["sgp"]["methods"] = {"allreduce_sgd": {}, "dpsgd": {}}
     cfg["experiments"]["baseline"]["stragglers"] = ["none"]
     del cfg["stragglers"]["slow1x4"]
-    pub = wfclaims.load(cfg)  # the shipped claims.yaml
+    pub = wfpublished.load(cfg)  # the shipped claims.yaml
     assert pub.not_configured["sgp_epoch_faster_than_ar"] == (
         "method 'sgp_1peer' not in this config (experiment 'sgp' runs allreduce_sgd, dpsgd)")
     assert pub.not_configured["ar_slowed_by_straggler"] == (
@@ -117,7 +120,7 @@ def test_a_user_grid_without_a_claimed_method_or_straggler_makes_those_claims_no
 
 
 def test_unconfigured_experiment_methods_are_not_checked(tmp_path):
-    pub = wfclaims.load(rf.CONFIG, _published_with(tmp_path, [claim(experiment="signsgd",
+    pub = wfpublished.load(rf.CONFIG, _published_with(tmp_path, [claim(experiment="signsgd",
                                                                      a={"method": "not_written_yet"})]))
     res = wfclaims.evaluate(pub, rf.CONFIG, {}, {})
     assert res[["status", "reason"]].values.tolist() == [["not comparable", "experiment 'signsgd' not in config"]]
@@ -142,7 +145,7 @@ def test_unconfigured_experiment_methods_are_not_checked(tmp_path):
 def test_malformed_claim_is_a_clear_error(tmp_path, over, key, words):
     d = _published_with(tmp_path, [claim(**over)])
     with pytest.raises(ConfigError) as e:
-        wfclaims.load(rf.CONFIG, d)
+        wfpublished.load(rf.CONFIG, d)
     assert "claims[0]" in str(e.value) and f".{key}:" in str(e.value), str(e.value)
     assert words in str(e.value), str(e.value)
 
@@ -151,12 +154,12 @@ def test_absolute_claim_needs_its_setting(tmp_path):
     ab = claim(compare="absolute", published={"value": 1.0, "note": "n"})
     del ab["b"]
     with pytest.raises(ConfigError, match=r"claims\[0\] \(c1\)\.requires: compare 'absolute' needs requires"):
-        wfclaims.load(rf.CONFIG, _published_with(tmp_path, [ab]))
+        wfpublished.load(rf.CONFIG, _published_with(tmp_path, [ab]))
 
 
 def test_duplicate_claim_id(tmp_path):
     with pytest.raises(ConfigError, match=r"claims\[1\] \(c1\)\.id: duplicate claim id"):
-        wfclaims.load(rf.CONFIG, _published_with(tmp_path, [claim(), claim()]))
+        wfpublished.load(rf.CONFIG, _published_with(tmp_path, [claim(), claim()]))
 
 
 # ------------------------------------------------------------------ evaluation
@@ -257,11 +260,11 @@ def test_bootstrap_ci_exact_where_the_extreme_resamples_are_frequent():
     """With 2 or 3 seeds, resampling every seed from the same extreme one is frequent (1/4, 1/27 of
     the resamples: ~500, ~74 of 2000, against the 50 that the 2.5th percentile needs), so the 95%
     interval is exactly [statistic of the all-min resample, statistic of the all-max resample]."""
-    assert wfclaims.bootstrap_ci("value", _seeds(0.0, 1.0, 2.0), None) == (0.0, 2.0)
+    assert wfstats.bootstrap_ci("value", _seeds(0.0, 1.0, 2.0), None) == (0.0, 2.0)
     # paired ratio: the resamples are a seed set's mean a / mean b: 0.5 / 1 ... 1.3 / 1
-    assert wfclaims.bootstrap_ci("ratio", _seeds(0.5, 1.3), _seeds(1.0, 1.0)) == (0.5, 1.3)
+    assert wfstats.bootstrap_ci("ratio", _seeds(0.5, 1.3), _seeds(1.0, 1.0)) == (0.5, 1.3)
     # unpaired difference, 2 seeds a side: (min a - max b, max a - min b)
-    assert wfclaims.bootstrap_ci("difference", _seeds(1.0, 2.0), _seeds(10.0, 14.0, start=5)) == (-13.0, -8.0)
+    assert wfstats.bootstrap_ci("difference", _seeds(1.0, 2.0), _seeds(10.0, 14.0, start=5)) == (-13.0, -8.0)
 
 
 def test_bootstrap_ci_against_the_exact_bootstrap_distribution():
@@ -272,7 +275,7 @@ def test_bootstrap_ci_against_the_exact_bootstrap_distribution():
     lo_exact = means[math.ceil(0.025 * len(means)) - 1]  # smallest m with P(mean <= m) >= 2.5%
     hi_exact = means[math.ceil(0.975 * len(means)) - 1]
     assert (lo_exact, hi_exact) == (1.5, 3.5)
-    lo, hi = wfclaims.bootstrap_ci("value", _seeds(*vals), None)
+    lo, hi = wfstats.bootstrap_ci("value", _seeds(*vals), None)
     assert abs(lo - lo_exact) <= 0.25 and abs(hi - hi_exact) <= 0.25, (lo, hi)
 
 
@@ -280,15 +283,15 @@ def test_bootstrap_ci_deterministic_numbers_and_degenerate_intervals():
     """The report is deterministic: the fixed generator gives these exact numbers (N_BOOT=2000,
     seed 0; a change of either, of the pairing or of the percentile rule changes them)."""
     a, b = _seeds(0.31, 0.30, 0.36, 0.33), _seeds(0.52, 0.50, 0.55, 0.49)
-    assert wfclaims.bootstrap_ci("ratio", a, b) == (0.5980392156862745, 0.6634615384615384)  # paired by seed
-    assert wfclaims.bootstrap_ci("ratio", a, b.set_axis([5, 6, 7, 8])) == (0.5806337492391966, 0.6844660194174758)
+    assert wfstats.bootstrap_ci("ratio", a, b) == (0.5980392156862745, 0.6634615384615384)  # paired by seed
+    assert wfstats.bootstrap_ci("ratio", a, b.set_axis([5, 6, 7, 8])) == (0.5806337492391966, 0.6844660194174758)
     # degenerate: every resample gives the same statistic
-    assert wfclaims.bootstrap_ci("value", _seeds(7.0, 7.0, 7.0), None) == (7.0, 7.0)
-    assert wfclaims.bootstrap_ci("difference", _seeds(1.0, 2.0, 3.0, 4.0), _seeds(11.0, 12.0, 13.0, 14.0)) == (
+    assert wfstats.bootstrap_ci("value", _seeds(7.0, 7.0, 7.0), None) == (7.0, 7.0)
+    assert wfstats.bootstrap_ci("difference", _seeds(1.0, 2.0, 3.0, 4.0), _seeds(11.0, 12.0, 13.0, 14.0)) == (
         -10.0, -10.0)
-    assert wfclaims.bootstrap_ci("ratio", 2 * b, b) == (2.0, 2.0)  # paired, a = 2 b seed by seed
+    assert wfstats.bootstrap_ci("ratio", 2 * b, b) == (2.0, 2.0)  # paired, a = 2 b seed by seed
     # one seed: no interval
-    assert all(math.isnan(x) for x in wfclaims.bootstrap_ci("value", _seeds(1.0), None))
+    assert all(math.isnan(x) for x in wfstats.bootstrap_ci("value", _seeds(1.0), None))
 
 
 def _two_seed_runs(a_times: tuple[float, float], b_times: tuple[float, float]) -> pd.DataFrame:
@@ -395,10 +398,10 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
         (tables / e).mkdir(parents=True)
         r.to_csv(tables / e / "runs.csv", index=False)
         f.to_csv(tables / e / "failed.csv", index=False)
-    pub = wfclaims.load(rf.CONFIG, _published_with(tmp_path, claims))  # osgp: seeds 1, 2
+    pub = wfpublished.load(rf.CONFIG, _published_with(tmp_path, claims))  # osgp: seeds 1, 2
     results = wfclaims.evaluate(pub, rf.CONFIG, *wfclaims.read_tables(tables, ["baseline", "sgp"]))
     out = tmp_path / "reports" / "index.html"
-    build(["baseline", "sgp"], rf.CONFIG, tables, out, tmp_path / "bench", [], pub, results)
+    build(["baseline", "sgp"], rf.CONFIG, tables, out, [], [], pub, results)
 
     rows = {r[0]: r for r in rf.html_tables(out.parent / "papers" / "sgp.html")["claims"]}
     cols = ["claim", "statement", "experiment", "setting", "status", "measured", "ci", "robust", "seeds", "expected",
@@ -434,6 +437,6 @@ def test_every_metric_is_a_column_of_the_collected_runs_table():
     info = {"experiment": "sgp", "method": "sgp_1peer", "nodes": 4, "straggler": "none", "seed": 1,
             "target_acc": 0.5, "steps_per_epoch": 10}
     row = summarize(info, ep)
-    for name, m in wfclaims.METRICS.items():
+    for name, m in wfcatalogue.METRICS.items():
         assert m.column in row and not pd.isna(row[m.column]), name
     assert row["bytes_per_step"] == pytest.approx(row["bytes_sent_per_epoch"] / 10)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distrepro_wf import claims as wfclaims
+from distrepro_wf import published as wfpublished
 from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
 
 def test_shipped_registry_validates_and_is_honest():
-    pub = wfclaims.load(CONFIG)
+    pub = wfpublished.load(CONFIG)
     n = pub.numbers
     assert len(n) >= 90 and len(pub.claims) >= 20
     assert set(n["verified"]) <= {"yes", "secondary", "UNVERIFIED", "NOT RETRIEVED"}
@@ -51,7 +51,7 @@ def test_shared_list_carried_over():
     of a multi-valued row (``0.96 / 1.07 / 1.03``) with the same metric (any metric of the paper
     where the shared metric itself is a list, ``time / top-1``, split into one row each), a range
     ``4-8`` as ``range 4..8``.  Rows with no number (statements, NOT RETRIEVED) are not compared."""
-    ours = wfclaims.load_numbers(PUB / "numbers.csv")
+    ours = wfpublished.load_numbers(PUB / "numbers.csv")
     numeric = ours["value"].str.fullmatch(NUM)
     with open(SHARED, newline="") as f:
         shared = list(csv.DictReader(f))
@@ -111,7 +111,7 @@ def test_malformed_number_is_a_clear_error(tmp_path, changes, key, words):
     d = _copy(tmp_path)
     line = _edit_row(d / "numbers.csv", "sgp_v1_time_sgp_n32", **changes)
     with pytest.raises(ConfigError) as e:
-        wfclaims.load(CONFIG, d)
+        wfpublished.load(CONFIG, d)
     msg = str(e.value)
     assert f"numbers.csv:{line} (sgp_v1_time_sgp_n32).{key}" in msg and words in msg, msg
 
@@ -121,4 +121,4 @@ def test_unquoted_comma_is_a_clear_error(tmp_path):
     with open(d / "numbers.csv", "a") as f:
         f.write("extra_row,P,sgp,S1,abstract,w,m,1,1,s,metric,=,1,x,yes,checked,one too many\n")
     with pytest.raises(ConfigError, match=r"numbers.csv:\d+: row has 17 cells where the header has 16"):
-        wfclaims.load(CONFIG, d)
+        wfpublished.load(CONFIG, d)

@@ -20,7 +20,7 @@ from typing import Callable
 import pytest
 import yaml
 
-from distrepro_wf import claims as wfclaims
+from distrepro_wf import published as wfpublished
 from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,7 +141,7 @@ def test_damaged_published_file_is_a_clear_error(tmp_path, damage, words):
     shutil.copytree(PUB, d)
     damage(d)
     with pytest.raises(ConfigError) as e:
-        wfclaims.load(CONFIG, d)
+        wfpublished.load(CONFIG, d)
     msg = str(e.value)
     for w in words:
         assert w in msg, f"{w!r} not in {msg!r}"

@@ -8,9 +8,7 @@
 
 rule bench:
     input:
-        "results/bench/allreduce_vs_ddp.csv",
-        "results/bench/max_ranks.csv",
-        "results/bench/step_time_vs_allreduce.csv",
+        BENCH_TABLES,  # report.smk
 
 
 rule bench_ddp:

@@ -2,16 +2,17 @@
 # at pipeline start (a malformed row, an unknown metric or method is a WorkflowError naming
 # the file, the row or claim and the key); rule compare evaluates every claim against the
 # collected tables.  See distrepro_wf.claims for the rules and statuses.
-from distrepro_wf import claims as wfclaims
+from distrepro_wf import pages as wfpages
+from distrepro_wf import published as wfpublished
 
 try:
-    PUBLISHED = wfclaims.load(config)
+    PUBLISHED = wfpublished.load(config)
 except ConfigError as e:
     raise WorkflowError(f"invalid published numbers or claims: {e}") from None
 
 PAPERS = list(PUBLISHED.papers)
 # absolute: the data lives in the repository, whatever the working directory (-d)
-PUBLISHED_FILES = [str(wfclaims.PUBLISHED_DIR / f) for f in ("numbers.csv", "sources.csv", "claims.yaml")]
+PUBLISHED_FILES = [str(wfpublished.PUBLISHED_DIR / f) for f in ("numbers.csv", "sources.csv", "claims.yaml")]
 HARNESS_PAGE = "harness"
 PAGE_TITLES = {p: v["title"] for p, v in PUBLISHED.papers.items()} | {
     HARNESS_PAGE: "Harness baselines and other experiments"
@@ -20,7 +21,7 @@ PAGE_TITLES = {p: v["title"] for p, v in PUBLISHED.papers.items()} | {
 
 # Report page (paper id) of an experiment: its `paper:` string matched to claims.yaml; and
 # the category of Snakemake's native report for a job with an {experiment} wildcard.
-experiment_page = lambda e: wfclaims.page_of_experiment(PUBLISHED.papers, config, e)
+experiment_page = lambda e: wfpages.page_of_experiment(PUBLISHED.papers, config, e)
 experiment_category = lambda wildcards: PAGE_TITLES[experiment_page(wildcards.experiment)]
 
 

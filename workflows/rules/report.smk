@@ -4,6 +4,8 @@
 # report() for `snakemake --report report.html`, categorized by paper.
 # Needs PUBLISHED, PAPERS, PAGE_TITLES, HARNESS_PAGE, experiment_category (compare.smk).
 
+# the benchmark tables (rule bench, bench.smk); the report shows those that exist
+BENCH_TABLES = [f"results/bench/{n}.csv" for n in ("allreduce_vs_ddp", "max_ranks", "step_time_vs_allreduce")]
 FIGURES = ["loss_vs_epoch", "acc_vs_wall", "epoch_time_vs_nodes", "straggler_sensitivity", "to_target"]
 REPORT_PAGES = PAPERS + [HARNESS_PAGE]
 
@@ -36,6 +38,8 @@ rule report:
         figures=expand("reports/figures/{experiment}/{name}.png", experiment=EXPERIMENTS, name=FIGURES),
         claims="results/tables/claims.csv",
         published=PUBLISHED_FILES,
+        # the benchmark tables shown: those the bench target has written (it is not run by default)
+        bench=lambda wc: [p for p in BENCH_TABLES if os.path.exists(p)],
     output:
         index="reports/index.html",
         pages=[f"reports/papers/{p}.html" for p in REPORT_PAGES],

@@ -3,13 +3,13 @@
 import logging
 from pathlib import Path
 
-from distrepro_wf import claims
+from distrepro_wf import claims, published as wfpublished
 from distrepro_wf.collect import write_atomic
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")
 config = dict(sm.params.config)
-published = claims.load(config)
+published = wfpublished.load(config)
 runs, failed = claims.read_tables(Path("results/tables"), list(sm.params.experiments))
 results = claims.evaluate(published, config, runs, failed)
 summary = claims.summarize(results)

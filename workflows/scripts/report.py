@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from distrepro_wf import claims
+from distrepro_wf.published import load
 from distrepro_wf.report import build
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")
 config = dict(sm.params.config)
 pages = build(list(sm.params.experiments), config, Path("results/tables"), Path(sm.output.index),
-              Path("results/bench"), list(sm.params.configfiles), claims.load(config),
+              list(sm.input.bench), list(sm.params.configfiles), load(config),
               pd.read_csv(sm.input.claims))
 for p in pages:
     logging.info("wrote %s", p)

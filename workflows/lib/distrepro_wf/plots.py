@@ -103,7 +103,7 @@ def straggler_sensitivity(runs: pd.DataFrame, path: Path) -> None:
 
 
 def _mean_ci(v: pd.Series) -> tuple[float, float, float]:
-    from .claims import bootstrap_ci
+    from .stats import bootstrap_ci
 
     v = v.dropna().reset_index(drop=True)
     if v.empty:

@@ -23,6 +23,8 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from . import claims as wfclaims
+from .pages import paper_of_experiment
+from .published import Published
 from .config import WORKFLOW_DIR, expand
 
 TEMPLATES = WORKFLOW_DIR / "report" / "templates"
@@ -183,17 +185,17 @@ def _experiment_section(e: str, config: dict[str, Any], tables_dir: Path, out_di
     return section, runs, failed
 
 
-def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out: Path, bench_dir: Path,
-          configfiles: list[str] | None = None, published: wfclaims.Published | None = None,
-          results: pd.DataFrame | None = None) -> list[Path]:
-    """Write ``out`` (index.html) and ``out.parent/papers/<page>.html``; return the written paths."""
+def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out: Path, bench_files: list[Path],
+          configfiles: list[str] | None, published: Published, results: pd.DataFrame) -> list[Path]:
+    """Write ``out`` (index.html) and ``out.parent/papers/<page>.html``; return the written paths.
+
+    A pure function of its inputs (the rule's declared inputs): the tables under
+    ``tables_dir``, the evaluated claims ``results`` (rule compare's claims.csv, never
+    re-evaluated here), the published data and the benchmark CSVs ``bench_files``.
+    """
     out = Path(out)
     out_dir = out.parent
     page_dir = out_dir / "papers"
-    published = published or wfclaims.load(config)
-    if results is None:
-        runs_t, failed_t = wfclaims.read_tables(tables_dir, experiments)
-        results = wfclaims.evaluate(published, config, runs_t, failed_t)
     summary = wfclaims.summarize(results) if len(results) else pd.DataFrame(columns=["claim", "paper", "status"])
     cfg_arg = " ".join(f"--configfile {c}" for c in (configfiles or []))
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
@@ -201,7 +203,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
 
     pages: dict[str, list[str]] = {p: [] for p in published.papers} | {HARNESS_PAGE: []}
     for e in experiments:
-        pid = wfclaims.paper_of_experiment(published.papers, config["experiments"][e].get("paper"))
+        pid = paper_of_experiment(published.papers, config["experiments"][e].get("paper"))
         pages[pid or HARNESS_PAGE].append(e)
     titles = {p: v["title"] for p, v in published.papers.items()} | {HARNESS_PAGE: HARNESS_TITLE}
 
@@ -245,7 +247,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
     missing = summary[summary["status"] == wfclaims.NOT_COMPARABLE][["paper", "claim", "experiment", "reason"]]
     no_runs = [e for e in experiments if _read(tables_dir / e / "runs.csv").empty]
     absent = _absent_runs(experiments, config, tables_dir)
-    benches = [{"name": p.name, "table": _html_table(pd.read_csv(p).tail(20))} for p in sorted(Path(bench_dir).glob("*.csv"))]
+    benches = [{"name": Path(p).name, "table": _html_table(pd.read_csv(p).tail(20))} for p in sorted(map(Path, bench_files))]
     index = env.get_template("index.html.j2").render(
         papers=index_rows, n_failed=len(failed_df), generated=generated,
         failed=_html_table(failed_df[[c for c in ("experiment", "method", "nodes", "straggler", "seed", "kind", "reason", "log")

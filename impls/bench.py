@@ -19,9 +19,9 @@ import statistics
 import time
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
+from .backends import Backend, current_backend
 from .comm import Communicator
 from .models import build_model
 from .optim import SGD, SGDConfig
@@ -35,17 +35,17 @@ def _batch(model_name: str, batch: int, rank: int, step: int):
     return torch.randn(batch, *shape, generator=g), torch.randint(0, 10, (batch,), generator=g)
 
 
-def bench_ddp(model_name: str, batch: int, steps: int, repeats: int) -> dict:
+def bench_ddp(backend: Backend, model_name: str, batch: int, steps: int, repeats: int) -> dict:
     from .algorithms import get_algorithm
 
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world = backend.rank, backend.world
     shape = (1, 8, 8) if model_name in ("mlp", "cnn") else (3, 32, 32)
     torch.manual_seed(0)
     ours_model = build_model({"name": model_name}, shape, 10)
     torch.manual_seed(0)
     ddp_model = torch.nn.parallel.DistributedDataParallel(build_model({"name": model_name}, shape, 10))
     cls = get_algorithm("allreduce_sgd")
-    algo = cls(cls.Config(), Context(rank, world, Communicator(), SGDConfig(lr=0.01), 0))
+    algo = cls(cls.Config(), Context(rank, world, Communicator(backend=backend), SGDConfig(lr=0.01), 0))
     algo.setup(ours_model)
     ddp_opt = SGD(ddp_model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=1e-4)
 
@@ -68,11 +68,11 @@ def bench_ddp(model_name: str, batch: int, steps: int, repeats: int) -> dict:
             fn(i)
     for r in range(repeats):
         for name, fn in (("ours", ours), ("ddp", ddp)) if r % 2 == 0 else (("ddp", ddp), ("ours", ours)):
-            dist.barrier()
+            backend.barrier()
             t0 = time.perf_counter()
             for i in range(steps):
                 fn(i)
-            dist.barrier()
+            backend.barrier()
             times[name].append((time.perf_counter() - t0) / steps)
     ours_s, ddp_s = statistics.median(times["ours"]), statistics.median(times["ddp"])
     return {"model": model_name, "params": sum(p.numel() for p in ours_model.parameters()), "nodes": world,
@@ -92,10 +92,10 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    backend = current_backend("gloo")
     try:
-        row = bench_ddp(a.model, a.batch, a.steps, a.repeats)
-        if dist.get_rank() == 0:
+        row = bench_ddp(backend, a.model, a.batch, a.steps, a.repeats)
+        if backend.rank == 0:
             new = not os.path.exists(a.out)
             with open(a.out, "a", newline="") as f:
                 w = csv.DictWriter(f, fieldnames=list(row))
@@ -103,7 +103,7 @@ def main(argv=None) -> None:
                     w.writeheader()
                 w.writerow(row)
     finally:
-        dist.destroy_process_group()
+        backend.close()
 
 
 if __name__ == "__main__":

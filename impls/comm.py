@@ -1,6 +1,7 @@
 """Instrumented communication: every byte an algorithm moves goes through here.
 
-:class:`Communicator` wraps ``torch.distributed`` so that
+:class:`Communicator` wraps the rank's backend (:mod:`impls.backends`: torch.distributed
+on real ranks) so that
 
 * ``comm/bytes_sent`` / ``comm/bytes_recv`` are counted from the tensors actually
   passed (point-to-point: their exact size; collectives: the payload times the
@@ -15,7 +16,7 @@
 * ``time/net_delay_s`` is the part of it actually slept: what the real transfer,
   and any computation overlapped with it, had not already taken.
 
-Algorithms call these methods instead of ``torch.distributed`` directly.  Calls
+Algorithms call these methods, never the backend directly.  Calls
 made with ``async_op=True`` return a :class:`Handle` whose ``wait()`` applies the
 emulated delay, so overlap of communication with computation is preserved.
 
@@ -29,13 +30,12 @@ on an uncalibrated one raises.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
-import torch.distributed as dist
 
+from .backends import Backend, Clock
 from .costmodel import Cost, collective_cost
 from .netmodel import NetworkConfig, NetworkModel
 
@@ -71,20 +71,20 @@ class Handle:
 
     def __init__(self, comm: "Communicator", work, delay_s: float, on_done=None):
         self._comm, self._work, self._delay, self._on_done = comm, work, delay_s, on_done
-        self._posted = time.perf_counter()
+        self._posted = comm.clock.now()
         self._done = False
 
     def wait(self):
         if self._done:
             return
-        t0 = time.perf_counter()
+        clock = self._comm.clock
+        t0 = clock.now()
         if self._work is not None:
             self._work.wait()
-        left = self._posted + self._delay - time.perf_counter()
-        if left > 0:
-            time.sleep(left)
+        left = self._posted + self._delay - clock.now()
+        clock.sleep(left)
         self._done = True
-        self._comm._add(comm_s=time.perf_counter() - t0, net_delay_s=max(left, 0.0), net_emulated_s=self._delay)
+        self._comm._add(comm_s=clock.now() - t0, net_delay_s=max(left, 0.0), net_emulated_s=self._delay)
         if self._on_done is not None:
             self._on_done()
 
@@ -97,10 +97,11 @@ def nbytes(t: torch.Tensor) -> int:
 
 
 class Communicator:
-    def __init__(self, network: NetworkModel | None = None, group=None):
-        self.group = group
-        self.rank = dist.get_rank() if dist.is_initialized() else 0
-        self.world = dist.get_world_size() if dist.is_initialized() else 1
+    def __init__(self, network: NetworkModel | None = None, backend: Backend | None = None,
+                 clock: Clock | None = None):
+        self.backend = backend if backend is not None else Backend()
+        self.clock = clock if clock is not None else Clock()
+        self.rank, self.world = self.backend.rank, self.backend.world
         self.net = network if network is not None else NetworkModel(NetworkConfig())
         self._c = Counters()
         self._lock = threading.Lock()  # async algorithms count from a gossip thread
@@ -136,10 +137,10 @@ class Communicator:
         return None
 
     # -- collectives ------------------------------------------------------------
-    def all_reduce(self, t: torch.Tensor, op=dist.ReduceOp.SUM, async_op: bool = False):
+    def all_reduce(self, t: torch.Tensor, op: str = "sum", async_op: bool = False):
         if self.world == 1:
             return Handle(self, None, 0.0) if async_op else None
-        work = dist.all_reduce(t, op=op, group=self.group, async_op=True)
+        work = self.backend.all_reduce(t, op=op, async_op=True)
         cost = collective_cost("all_reduce", nbytes(t), self.world, self.net.cfg.allreduce_algorithm)
         return self._finish(work, cost, self.world, async_op)
 
@@ -147,31 +148,63 @@ class Communicator:
         if self.world == 1:
             out[0].copy_(t)
             return Handle(self, None, 0.0) if async_op else None
-        work = dist.all_gather(list(out), t, group=self.group, async_op=True)
+        work = self.backend.all_gather(list(out), t, async_op=True)
         return self._finish(work, collective_cost("all_gather", nbytes(t), self.world), self.world, async_op)
 
     def broadcast(self, t: torch.Tensor, src: int, async_op: bool = False):
         if self.world == 1:
             return Handle(self, None, 0.0) if async_op else None
-        work = dist.broadcast(t, src=src, group=self.group, async_op=True)
+        work = self.backend.broadcast(t, src=src, async_op=True)
         return self._finish(work, collective_cost("broadcast", nbytes(t), self.world), self.world, async_op)
+
+    def reduce(self, t: torch.Tensor, dst: int, op: str = "sum", async_op: bool = False):
+        if self.world == 1:
+            return Handle(self, None, 0.0) if async_op else None
+        work = self.backend.reduce(t, dst=dst, op=op, async_op=True)
+        return self._finish(work, collective_cost("reduce", nbytes(t), self.world), self.world, async_op)
+
+    def gather(self, t: torch.Tensor, out: Sequence[torch.Tensor], dst: int, async_op: bool = False):
+        """``out`` (``world`` tensors like ``t``) is filled on ``dst`` only."""
+        if self.world == 1:
+            out[0].copy_(t)
+            return Handle(self, None, 0.0) if async_op else None
+        work = self.backend.gather(t, out, dst=dst, async_op=True)
+        return self._finish(work, collective_cost("gather", nbytes(t), self.world), self.world, async_op)
+
+    def scatter(self, t: torch.Tensor, parts: Sequence[torch.Tensor], src: int, async_op: bool = False):
+        """``parts`` (``world`` tensors like ``t``) are read on ``src`` only."""
+        if self.world == 1:
+            t.copy_(parts[0])
+            return Handle(self, None, 0.0) if async_op else None
+        work = self.backend.scatter(t, parts, src=src, async_op=True)
+        return self._finish(work, collective_cost("scatter", nbytes(t), self.world), self.world, async_op)
+
+    def reduce_scatter(self, out: torch.Tensor, parts: Sequence[torch.Tensor], op: str = "sum",
+                       async_op: bool = False):
+        """``out`` becomes the reduction of every rank's ``parts[rank]``."""
+        if self.world == 1:
+            out.copy_(parts[0])
+            return Handle(self, None, 0.0) if async_op else None
+        work = self.backend.reduce_scatter(out, parts, op=op, async_op=True)
+        total = sum(nbytes(p) for p in parts)
+        return self._finish(work, collective_cost("reduce_scatter", total, self.world), self.world, async_op)
 
     def barrier(self) -> None:
         if self.world > 1:
-            t0 = time.perf_counter()
-            dist.barrier(group=self.group)
-            self._add(comm_s=time.perf_counter() - t0)
+            t0 = self.clock.now()
+            self.backend.barrier()
+            self._add(comm_s=self.clock.now() - t0)
 
     # -- point to point -----------------------------------------------------------
     def isend(self, t: torch.Tensor, dst: int, concurrent: int = 1) -> Handle:
         """Non-blocking send; the sender pays no emulated delay (the receiver does)."""
-        work = dist.isend(t, dst=dst, group=self.group)
+        work = self.backend.isend(t, dst=dst)
         self._add(bytes_sent=nbytes(t), messages=1)
         return Handle(self, work, 0.0)
 
     def irecv(self, t: torch.Tensor, src: int, concurrent: int = 1) -> Handle:
         """Non-blocking receive; ``wait()`` adds the emulated transfer time of ``t``."""
-        work = dist.irecv(t, src=src, group=self.group)
+        work = self.backend.irecv(t, src=src)
         self._add(bytes_recv=nbytes(t))
         return Handle(self, work, self._delay(collective_cost("p2p", nbytes(t), 2), concurrent))
 

@@ -13,6 +13,9 @@ tree allreduce    2 log2(n) (alpha + S/b)      ~2 S   (reduce + broadcast)
 rec. doubling     log2(n) (alpha + S/b)        log2(n) S
 ring allgather    (n-1) (alpha + S/b)          (n-1) S      (S = one rank's part)
 binomial bcast    log2(n) (alpha + S/b)        S  (<= S log2 n at the root)
+binomial reduce   log2(n) (alpha + S/b)        S (n-1)/n    (mean over ranks)
+gather / scatter  log2(n) alpha + (n-1) S/b    S (n-1)/n    (mean; the root moves (n-1) S)
+ring reduce-scat. (n-1) (alpha + S/(n b))      S (n-1)/n    (S = the whole input)
 point-to-point    alpha + S/b                  S
 ================  ==========================  ===================================
 
@@ -64,6 +67,14 @@ def collective_cost(op: str, nbytes: int, world: int, algorithm: str = "ring") -
     if op == "broadcast":
         k = _log2(n)
         return Cost(S, S, k, k * S)
+    if op == "reduce":
+        k = _log2(n)
+        return Cost(S * (n - 1) / n, S * (n - 1) / n, k, k * S)
+    if op in ("gather", "scatter"):
+        return Cost(S * (n - 1) / n, S * (n - 1) / n, _log2(n), (n - 1) * S)
+    if op == "reduce_scatter":
+        per = (n - 1) / n * S
+        return Cost(per, per, n - 1, per)
     if op == "p2p":
         return Cost(S, S, 1, S)
     raise ValueError(f"unknown collective {op!r}")

@@ -80,7 +80,6 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors
 
 from ..gossip import add_weight_decay, local_sgd
@@ -110,8 +109,8 @@ class ADPSGD(Algorithm):
         self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())  # L2 added at x_hat
         rank, world = self.ctx.rank, self.ctx.world
         self.broadcast_initial_state(model)
-        if world > 1 and dist.get_backend() != "gloo":  # NCCL cannot receive from any source
-            self.comm.group = dist.new_group(backend="gloo")  # this method's traffic only
+        if world > 1:  # NCCL cannot receive from any source: this method's traffic goes over gloo
+            self.comm.backend = self.comm.backend.side_group("gloo")
         self.active = self.graph.is_active(rank)
         self.peers = self.graph.active_peers(rank)
         self.params = list(self.optimizer.params)
@@ -161,12 +160,12 @@ class ADPSGD(Algorithm):
             self.set_lr(s.lr)
             self.optimizer.step()
             self._from_params()
-        t0 = time.perf_counter()
+        t0 = self.comm.clock.now()
         if self.active and self.peers:  # at most one average in flight: this step's must land
             self._wait(self._done.wait, "pairwise average")
         self._raise()
         return {"gossip/staleness": staleness, "gossip/steps_done": s.step + 1,
-                "gossip/averages": self.averages, "gossip/wait_s": time.perf_counter() - t0}
+                "gossip/averages": self.averages, "gossip/wait_s": self.comm.clock.now() - t0}
 
     @contextlib.contextmanager
     def eval_params(self):
@@ -194,8 +193,7 @@ class ADPSGD(Algorithm):
 
     def _start(self) -> None:
         if self._thread is None and self.peers:
-            self._thread = threading.Thread(target=self._run, name="adpsgd-gossip", daemon=True)
-            self._thread.start()
+            self._thread = self.comm.backend.start_background(self._run, "adpsgd-gossip")
 
     def _wait(self, wait, what: str) -> None:
         deadline = time.monotonic() + self.cfg.timeout_s

@@ -7,7 +7,6 @@ import time
 from typing import Callable, Iterator
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
@@ -28,19 +27,21 @@ def batches(ds: Dataset, sampler: GlobalBatchSampler, workers: int, device) -> I
 
 
 @torch.no_grad()
-def consensus_distance(model: nn.Module, world: int) -> float:
+def consensus_distance(model: nn.Module, backend) -> float:
     """sqrt(mean_i ||x_i - mean_j x_j||^2): 0 when all replicas are equal.
 
-    Uses raw collectives: this is instrumentation, not counted as the method's traffic.
+    Uses the backend's raw collectives: this is instrumentation, not counted as the
+    method's traffic.
     """
+    world = backend.world
     if world == 1:
         return 0.0
     flat = torch.nn.utils.parameters_to_vector(model.parameters()).detach().double()
     avg = flat.clone()
-    dist.all_reduce(avg)
+    backend.all_reduce(avg)
     avg /= world
     d2 = torch.tensor([float(((flat - avg) ** 2).sum())], dtype=torch.float64, device=flat.device)
-    dist.all_reduce(d2)
+    backend.all_reduce(d2)
     return float((d2 / world).sqrt())
 
 

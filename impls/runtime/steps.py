@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Iterator
 
-import torch.distributed as dist
 from torch.utils.data import Dataset
 
 from ..data.sampler import GlobalBatchSampler
@@ -36,9 +35,10 @@ class StepSchedule:
     #: the runtime may run collectives between epochs (all workers end each epoch together)
     per_epoch_collectives: ClassVar[bool] = True
 
-    def __init__(self, key: str, ds: Dataset, sampler: GlobalBatchSampler, steps_per_epoch: int, world: int,
-                 start_epoch: int, workers: int, device):
-        self.key, self.ds, self.sampler, self.spe, self.world = key, ds, sampler, steps_per_epoch, world
+    def __init__(self, backend, key: str, ds: Dataset, sampler: GlobalBatchSampler, steps_per_epoch: int,
+                 world: int, start_epoch: int, workers: int, device):
+        self.backend, self.key, self.ds, self.sampler = backend, key, ds, sampler
+        self.spe, self.world = steps_per_epoch, world
         self.start, self.workers, self.device = start_epoch, workers, device
 
     def steps(self, epoch: int) -> Iterator[tuple[int, float, Any]]:
@@ -62,9 +62,9 @@ class LocalEpochs(StepSchedule):
 class SharedEpochs(StepSchedule):
     """Barrier-free epochs counted with an atomic ticket counter.
 
-    Before each step a worker claims a ticket from an atomic counter in the process
-    group's key-value store (``store.add``: atomic across ranks, no barrier, no
-    collective).  Ticket ``t`` (1-based) belongs to epoch ``start_epoch + (t-1) // S``
+    Before each step a worker claims a ticket from the backend's atomic counter
+    (``counter_add``: the process group's key-value store on real ranks; atomic across
+    ranks, no barrier, no collective).  Ticket ``t`` (1-based) belongs to epoch ``start_epoch + (t-1) // S``
     with ``S = steps_per_epoch * world``; a worker ends its epoch when its next ticket
     belongs to a later one (so a slow worker may take no step in some epochs), and stops
     when the ticket is past the last epoch: exactly ``S`` steps per epoch in total.
@@ -77,10 +77,8 @@ class SharedEpochs(StepSchedule):
 
     def __init__(self, *args: Any):
         super().__init__(*args)
-        self.store = dist.distributed_c10d._get_default_store() if dist.is_initialized() else None
         self.S = self.spe * self.world
         self.taken = 0  # steps this worker took
-        self._count = 0  # the counter itself when there is no process group
         self._pending: int | None = None  # a claimed ticket that belongs to a later epoch
         self._stream = self._batches()
 
@@ -92,10 +90,7 @@ class SharedEpochs(StepSchedule):
             p += 1
 
     def _claim(self) -> int:
-        if self.store is None:
-            self._count += 1
-            return self._count
-        return int(self.store.add(self.key, 1))
+        return self.backend.counter_add(self.key, 1)
 
     def steps(self, epoch: int) -> Iterator[tuple[int, float, Any]]:
         while True:

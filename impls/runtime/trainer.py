@@ -17,14 +17,14 @@ import os
 import random
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
+from ..backends import Backend, Clock, current_backend
+from ..backends.torch_dist import use_cuda
 from ..comm import Communicator
 from ..data.sampler import build_sampler
 from ..errors import ConfigError, DivergedError
@@ -44,23 +44,10 @@ FAULT_ENV = "DISTREPRO_FAULT"  # "rank:step": that rank dies with exit code 17 a
 _RUN_IDS = itertools.count()  # runs started by this process: same sequence on every rank of a plan
 
 
-def _use_cuda(backend: str) -> bool:
-    return backend == "nccl" or (backend == "auto" and torch.cuda.is_available())
-
-
-def _device(backend: str) -> torch.device:
-    if _use_cuda(backend):
+def _device(kind: str) -> torch.device:
+    if use_cuda(kind):
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
     return torch.device("cpu")
-
-
-def _init_distributed(backend: str) -> None:
-    """Join torchrun's process group (gloo on CPU, NCCL with CUDA); no-op without torchrun."""
-    if "RANK" not in os.environ or dist.is_initialized():
-        return
-    if _use_cuda(backend):
-        torch.cuda.set_device(_device(backend))
-    dist.init_process_group("nccl" if _use_cuda(backend) else "gloo", timeout=timedelta(minutes=10))
 
 
 def write_error(out: Path, kind: str, err: Exception) -> None:
@@ -104,16 +91,15 @@ def _load_checkpoint(path: Path, model: torch.nn.Module, h: str, device) -> tupl
     return (state if state["config_hash"] == h else None), None
 
 
-def _gather_notes(note: str | None, world: int) -> list[str]:
+def _gather_notes(note: str | None, backend: Backend) -> list[str]:
     """Every rank's note (None skipped), on every rank; one int all-reduce when there are none."""
-    if world == 1:
-        return [note] if note else []
+    if backend.world == 1:
+        return [f"rank 0: {note}"] if note else []
     flag = torch.tensor([int(note is not None)])
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    backend.all_reduce(flag, op="max")
     if not int(flag):
         return []
-    notes: list[Any] = [None] * world
-    dist.all_gather_object(notes, note)
+    notes = backend.all_gather_object(note)
     return [f"rank {r}: {n}" for r, n in enumerate(notes) if n]
 
 
@@ -138,34 +124,38 @@ def _finite_params(model: torch.nn.Module) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
-def _check_divergence(first_bad: str | None, world: int) -> None:
+def _check_divergence(first_bad: str | None, backend: Backend) -> None:
     """Raise :class:`DivergedError` on every rank if any rank saw a non-finite value.
 
     ``first_bad``: this rank's first such event ("step 13 (epoch 1): loss/train = nan").
     Called where every rank calls it (an epoch's end), so the ranks agree and leave the
     run together; the earliest report of the lowest rank names the run's failure.
     """
-    notes = _gather_notes(first_bad, world)
+    notes = _gather_notes(first_bad, backend)
     if notes:
         raise DivergedError(f"diverged: {notes[0]}" + (f" (and {len(notes) - 1} more rank(s))" if len(notes) > 1
                                                        else ""))
 
 
-def _agree(value: int, world: int) -> int | None:
+def _agree(value: int, backend: Backend) -> int | None:
     """The common value if every rank holds the same one, else None."""
-    if world == 1:
+    if backend.world == 1:
         return value
     t = torch.tensor([value, -value], dtype=torch.int64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    backend.all_reduce(t, op="max")
     return value if int(t[0]) == -int(t[1]) else None
 
 
-def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.PathLike | None = None) -> None:
-    """Run one configuration on this rank (inside an initialised process group, if any)."""
+def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.PathLike | None = None,
+          backend: Backend | None = None, clock: Clock | None = None) -> None:
+    """Run one configuration on this rank (``backend``: its process group; default: this
+    process alone, or torchrun's group when started by torchrun)."""
     res = resolve(raw)
     run, wl = res.run, res.workload
     out_dir = Path(out_dir)
-    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    backend = backend if backend is not None else current_backend(run.backend)
+    clock = clock if clock is not None else Clock()
+    rank, world = backend.rank, backend.world
     device = _device(run.backend)
     if world != run.nodes:
         raise ConfigError("nodes", f"config says {run.nodes} workers but {world} processes were started")
@@ -176,7 +166,7 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
     _seed_all(run.seed)  # identical model init on every rank
     model = task.build_model()
     net = NetworkModel(res.network)
-    comm = Communicator(net)
+    comm = Communicator(net, backend, clock)
     straggler = StragglerModel(res.straggler, rank, world, run.seed)
     algo = res.algorithm_cls(res.algorithm, Context(rank, world, comm, res.optim, run.seed, device))
     algo.setup(model)
@@ -185,7 +175,7 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "config.json").write_text(json.dumps(raw, indent=2, sort_keys=True))
         (out_dir / "provenance.json").write_text(json.dumps(provenance(raw, {
-            "world": world, "backend": dist.get_backend() if dist.is_initialized() else "none",
+            "world": world, "backend": backend.name,
             "device": str(device)}), indent=2))
     _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device, out_dir,
               Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h)
@@ -199,8 +189,8 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
     ``import torch`` and the rendezvous.  Each entry reseeds everything, so its numbers
     do not depend on what ran before it.
     """
-    _init_distributed(backend)
-    rank = dist.get_rank() if dist.is_initialized() else 0
+    group = current_backend(backend)
+    rank = group.rank
     try:
         for e in entries:
             out = Path(e["out"])
@@ -210,18 +200,16 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
             with open(e["config"]) as f:
                 raw = json.load(f)
             try:
-                train(raw, out, e.get("checkpoint_dir"))
+                train(raw, out, e.get("checkpoint_dir"), group)
             except (ConfigError, DivergedError) as err:
                 # Raised identically on every rank (config checks come before any communication;
                 # divergence is agreed by all ranks first), so all ranks skip this entry together
                 # and the rest of the plan still runs.
                 if rank == 0:
                     write_error(out, "config" if isinstance(err, ConfigError) else "diverged", err)
-            if dist.is_initialized():
-                dist.barrier()
+            group.barrier()
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        group.close()
 
 
 def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device, out_dir, ckpt_dir, h):
@@ -235,11 +223,11 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
     ckpt_path = ckpt_dir / f"rank{rank}.pt" if ckpt_dir else None
     state, note = _load_checkpoint(ckpt_path, model, h, device) if ckpt_path is not None else (None, None)
     found = state["epoch"] if state is not None else -1
-    discarded = _gather_notes(note, world)
+    discarded = _gather_notes(note, comm.backend)
     for n in discarded:
         if rank == 0:
             print(f"WARNING: checkpoint {n}; every rank starts this run from scratch", file=sys.stderr, flush=True)
-    agreed = _agree(found, world)
+    agreed = _agree(found, comm.backend)
     if agreed is None and rank == 0:
         print("WARNING: the ranks' checkpoints are of different epochs (an asynchronous run killed between "
               "two ranks' checkpoints); every rank starts this run from scratch", file=sys.stderr, flush=True)
@@ -264,8 +252,7 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
     compute_ref = measure_compute(model, lambda: task.loss(model, b0))
     if net.cfg.kind == "relative":
         t = torch.tensor([compute_ref], dtype=torch.float64)
-        if world > 1:
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        comm.backend.all_reduce(t, op="max")
         net.calibrate(sum(p.numel() * p.element_size() for p in model.parameters()), float(t))
     if rank == 0:
         (out_dir / "runinfo.json").write_text(json.dumps({
@@ -278,35 +265,35 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
     # which steps this worker takes (impls.runtime.steps); asynchronous schedules allow no
     # per-epoch collective and drain the algorithm before the final evaluation
     schedule = STEP_SCHEDULES.get(algo.step_schedule)(
-        f"distrepro/steps/{h}/{next(_RUN_IDS)}", task.train, sampler, steps_per_epoch, world, start_epoch,
+        comm.backend, f"distrepro/steps/{h}/{next(_RUN_IDS)}", task.train, sampler, steps_per_epoch, world, start_epoch,
         wl.loader_workers, device)
     barrier_free, closed = not schedule.per_epoch_collectives, False
-    t_start = time.perf_counter() - wall_offset
+    clock = comm.clock
+    t_start = clock.now() - wall_offset
     comm.pop_counters()
     first_bad: str | None = None  # this rank's first non-finite loss or parameters (divergence)
     for epoch in range(start_epoch, wl.epochs):
         model.train()
-        t_epoch = time.perf_counter()
+        t_epoch = clock.now()
         sums: dict[str, float] = {}
         losses = []
         algo.epoch_start(epoch, lambda: batches(task.train, _full_pass(sampler, epoch), wl.loader_workers, device))
         for gstep, epoch_f, batch in schedule.steps(epoch):
             if rank == fault_rank and gstep == fault_step:
                 os._exit(17)
-            t0 = time.perf_counter()
+            t0 = clock.now()
             s = StepContext(lr=res.schedule.lr(o.lr, world, epoch_f, wl.epochs), step=gstep, epoch=epoch_f,
                             batch=batch, closure=_closure(algo, model, task, batch))
             algo.zero_grad()
-            with algo.computing(s):
+            with algo.computing(s), clock.compute(model, batch):
                 loss = task.loss(model, batch)
                 loss.backward()
-            compute_s = time.perf_counter() - t0
+            compute_s = clock.now() - t0
             delay = straggler.delay(compute_s)
-            if delay > 0:
-                time.sleep(delay)
+            clock.sleep(delay)
             extra = algo.step(s)
             c = comm.pop_counters()
-            now = time.perf_counter()
+            now = clock.now()
             rec = {"loss/train": loss.item(), "opt/lr": s.lr, "time/compute_s": compute_s,
                    "time/straggler_delay_s": delay, "time/step_s": now - t0, "time/wall_s": now - t_start,
                    **c.as_metrics(), **extra}
@@ -316,7 +303,7 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
             losses.append(rec["loss/train"])
             for k in ("time/compute_s", "time/straggler_delay_s", *c.as_metrics()):
                 sums[k] = sums.get(k, 0.0) + rec[k]
-        epoch_s = time.perf_counter() - t_epoch
+        epoch_s = clock.now() - t_epoch
         if barrier_free and epoch == wl.epochs - 1:  # drain in-flight exchanges before the final evaluation
             algo.close()
             closed = True
@@ -326,19 +313,19 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
             if wl.eval_ranks == "all" or rank == 0:
                 ep.update(task.evaluate(m, workers=wl.loader_workers))
             if not barrier_free or closed:  # barrier-free: once, after every worker has finished
-                ep["consensus/distance"] = consensus_distance(m, world)
+                ep["consensus/distance"] = consensus_distance(m, comm.backend)
         # the epoch's end moved data too (a drain, OSGP's flush, a buffer sync): it belongs to this epoch
         for k, v in comm.pop_counters().as_metrics().items():
             sums[k] = sums.get(k, 0.0) + v
         ep.update(sums)
-        ep["time/wall_s"] = time.perf_counter() - t_start
+        ep["time/wall_s"] = clock.now() - t_start
         writer.write("epoch", epoch, (epoch + 1) * steps_per_epoch, ep)
         writer.flush()
         if first_bad is None and not _finite_params(model):
             first_bad = f"epoch {epoch}: non-finite parameters"
         if not barrier_free or closed:  # barrier-free ranks agree once, after the last epoch
             try:
-                _check_divergence(first_bad, world)  # never checkpoint a diverged model
+                _check_divergence(first_bad, comm.backend)  # never checkpoint a diverged model
             except DivergedError:
                 if not closed:  # every rank is here: drain in-flight messages before the next run
                     algo.close()

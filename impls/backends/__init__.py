@@ -1,0 +1,132 @@
+"""Backends: where the ranks' communication and time come from, behind one interface.
+
+Every process-group operation of the runtime, the communicator and the algorithms goes
+through a :class:`Backend` (one per rank), and every reading of time or sleep through a
+:class:`Clock`, both handed around in the algorithm's context.  That is the seam behind
+which the same algorithm code runs on real ranks (``torch``: ``torch.distributed`` with
+gloo or NCCL, the wall clock) or, later, as actors of a simulated platform whose clock
+is simulated time.  Nothing in ``impls/`` outside :mod:`impls.backends.torch_dist`
+imports ``torch.distributed`` (a test checks it).
+
+The interface (``op`` is ``"sum"``, ``"max"`` or ``"min"``; ``async_op`` returns a work
+object with ``wait()`` and ``is_completed()``):
+
+* point to point: ``isend(t, dst)``, ``irecv(t, src)`` (``src=None``: from any rank);
+* collectives: ``all_reduce``, ``all_gather``, ``broadcast``, ``reduce``, ``gather``,
+  ``scatter``, ``reduce_scatter``; ``barrier()``; ``agree``-style helpers use
+  ``all_reduce`` on small tensors; ``all_gather_object`` for a few Python values;
+* ``counter_add(key, n)``: an atomic counter shared by all ranks (no barrier);
+* ``subgroup(ranks)`` / ``side_group(kind)``: a backend over some ranks, or over all ranks
+  on another transport (a gloo group beside NCCL, for receive-from-any);
+* ``start_background(fn, name)``: a background activity (AD-PSGD's gossip thread).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from ..registry import Registry
+
+BACKENDS: Registry = Registry("backend", "backend")
+
+
+class Clock:
+    """Wall-clock time: ``now()`` in seconds, ``sleep(s)``, and ``compute()`` around the
+    forward/backward pass (a simulated clock charges it to the host; the wall clock just
+    lets it run)."""
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+    @contextmanager
+    def compute(self, *what: Any) -> Iterator[None]:
+        yield
+
+
+class Backend:
+    """A single process, no peers: what the runtime uses outside torchrun (and validation)."""
+
+    name = "none"
+
+    def __init__(self) -> None:
+        self.rank, self.world = 0, 1
+        self._counters: dict[str, int] = {}
+
+    # a single rank: collectives are identities, there is no one to send to
+    def all_reduce(self, t, op: str = "sum", async_op: bool = False):
+        return _Done() if async_op else None
+
+    def all_gather(self, outs, t, async_op: bool = False):
+        outs[0].copy_(t)
+        return _Done() if async_op else None
+
+    def broadcast(self, t, src: int, async_op: bool = False):
+        return _Done() if async_op else None
+
+    def reduce(self, t, dst: int, op: str = "sum", async_op: bool = False):
+        return _Done() if async_op else None
+
+    def gather(self, t, outs, dst: int, async_op: bool = False):
+        outs[0].copy_(t)
+        return _Done() if async_op else None
+
+    def scatter(self, t, ins, src: int, async_op: bool = False):
+        t.copy_(ins[0])
+        return _Done() if async_op else None
+
+    def reduce_scatter(self, out, ins, op: str = "sum", async_op: bool = False):
+        out.copy_(ins[0])
+        return _Done() if async_op else None
+
+    def barrier(self) -> None:
+        pass
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        return [obj]
+
+    def isend(self, t, dst: int):
+        raise RuntimeError("a single process has no peer to send to")
+
+    def irecv(self, t, src: int | None):
+        raise RuntimeError("a single process has no peer to receive from")
+
+    def counter_add(self, key: str, n: int = 1) -> int:
+        self._counters[key] = self._counters.get(key, 0) + n
+        return self._counters[key]
+
+    def subgroup(self, ranks: list[int]) -> "Backend":
+        return self
+
+    def side_group(self, kind: str) -> "Backend":
+        return self
+
+    def start_background(self, fn: Callable[[], None], name: str) -> threading.Thread:
+        th = threading.Thread(target=fn, name=name, daemon=True)
+        th.start()
+        return th
+
+    def close(self) -> None:
+        pass
+
+
+class _Done:
+    def wait(self) -> None:
+        pass
+
+    def is_completed(self) -> bool:
+        return True
+
+
+def current_backend(kind: str = "auto") -> Backend:
+    """The backend of this process: torch.distributed's under torchrun (joining its process
+    group), else the single-process one.  ``kind``: ``auto``, ``gloo`` or ``nccl``."""
+    from . import torch_dist
+
+    return torch_dist.join(kind) or Backend()

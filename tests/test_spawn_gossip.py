@@ -2,8 +2,8 @@
 
 * PushSum conserves mass, and with lr = 0 drives every rank to the exact initial average.
 * With a complete graph, sgp / osgp(tau=0) / dpsgd(step_then_mix) reproduce allreduce_sgd.
-* On sparse graphs each method matches a naive dense-matrix simulation of its paper's
-  recursion (X_{t+1} = W ... over all replicas at once), run here in one process.
+* (On sparse graphs each method is checked against its independent float64 reference
+  in ``test_spawn_reference.py``.)
 * On the label-partitioned split D^2 ends with a lower loss than D-PSGD (Tang et al. 2018).
 """
 
@@ -11,19 +11,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from conftest import TINY_WORKLOAD, make_config
-from impls.data import build_dataset
-from impls.data.sampler import build_sampler
-from impls.gossip import perturb
-from impls.models import build_model
-from impls.topology import build_topology
+from reference_math import Problem
 
 pytestmark = pytest.mark.spawn
 
 ZERO_LR = {"optimizer": {"lr": 0.0, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-4}}
-PLAIN_SGD = {"optimizer": {"lr": 0.05, "momentum": 0.0, "nesterov": False, "weight_decay": 1e-4}}
 
 
 def _ckpt(run, rank):
@@ -32,18 +26,6 @@ def _ckpt(run, rank):
 
 def _flat(state):
     return torch.cat([v.reshape(-1) for v in state.values()]).double()
-
-
-def _initial(nodes, seed=1, spread=0.0, hidden=(32,)):
-    """Each rank's initial parameters, built exactly as the trainer + algorithm setup do."""
-    data = build_dataset({"name": "digits"})
-    out = []
-    for r in range(nodes):
-        torch.manual_seed(seed)
-        m = build_model({"name": "mlp", "hidden": list(hidden)}, data.input_shape, data.num_classes)
-        perturb(m, spread, seed, r)
-        out.append(m)
-    return data, out
 
 
 def test_pushsum_conserves_mass_and_averages_exactly_with_zero_lr(run_torchrun):
@@ -61,8 +43,7 @@ def test_pushsum_conserves_mass_and_averages_exactly_with_zero_lr(run_torchrun):
     dpsgd = make_config({"name": "dpsgd", "init_spread": spread}, n, workload=wl)
     d2 = make_config({"name": "d2", "init_spread": spread}, n, workload={**wl, "optimizer": {"lr": 0.0, "momentum": 0.0}})
     runs, _ = run_torchrun([sgp, osgp, dpsgd, d2])
-    _, models = _initial(n, spread=spread)
-    x0 = torch.stack([torch.nn.utils.parameters_to_vector(m.parameters()).detach().double() for m in models])
+    x0 = Problem(TINY_WORKLOAD, seed=1).initial(n, seed=1, spread=spread)
     avg = x0.mean(0)
     assert (x0 - avg).norm() > 1.0  # the replicas really started apart
 
@@ -113,88 +94,6 @@ def test_complete_graph_reproduces_allreduce_sgd(run_torchrun):
             b = [x["loss/train"] for x in run.records(r, "step")]
             assert b == pytest.approx(a, rel=1e-5)
             assert run.records(r, "epoch")[-1]["consensus/distance"] <= 1e-6
-
-
-# -- naive reference: all replicas in one process, dense mixing matrices ------------------------------
-
-def _reference(method, nodes, algo, wl, seed=1):
-    """Final parameters of every rank under the paper's recursion, in float64."""
-    data, models = _initial(nodes, seed, algo.get("init_spread", 0.0))
-    o = wl["optimizer"]
-    lr, m, wd = o["lr"], o["momentum"], o["weight_decay"]
-    spec = algo.get("topology", {"name": "exponential", "peers": 1} if method in ("sgp", "osgp") else "ring")
-    g = build_topology(spec, nodes)
-    X = torch.stack([torch.nn.utils.parameters_to_vector(mm.parameters()).detach().double() for mm in models])
-    w = torch.ones(nodes, 1, dtype=torch.float64)
-    buf = torch.zeros_like(X)
-    prev, flight = None, None
-    samplers = [build_sampler(None, data.train, wl["batch_size"], r, nodes, seed) for r in range(nodes)]
-    x_all, y_all = data.train.tensors
-    model = models[0].double()
-    t = 0
-    for epoch in range(wl["epochs"]):
-        its = []
-        for s in samplers:
-            s.set_epoch(epoch)
-            its.append(iter(s))
-        for _ in range(wl["max_steps_per_epoch"]):
-            Z = X / w
-            G = torch.zeros_like(X)
-            for r in range(nodes):
-                idx = torch.as_tensor(next(its[r]))
-                torch.nn.utils.vector_to_parameters(Z[r].clone(), model.parameters())
-                model.zero_grad()
-                F.cross_entropy(model(x_all[idx].double()), y_all[idx]).backward()
-                G[r] = torch.cat([p.grad.reshape(-1) for p in model.parameters()]) + wd * Z[r]
-            W = g.mixing_matrix(t)
-            if method == "d2":
-                if algo.get("lazy"):
-                    W = (W + torch.eye(nodes, dtype=W.dtype)) / 2
-                H = X - lr * G if prev is None else 2 * X - prev[0] - lr * G + lr * prev[1]
-                prev = (X, G)
-                X = W @ H
-            else:
-                buf = m * buf + G if t else G.clone()
-                D = G + m * buf
-                if method == "sgp":  # PushSum on [x, w] with column-stochastic W
-                    X, w = W @ (X - lr * D), W @ w
-                elif method == "osgp":  # tau = 1: keep own share now, others' shares one step later
-                    H = torch.cat([X - lr * D, w], 1)
-                    own = torch.diag(torch.diag(W))
-                    new = own @ H + (flight if flight is not None else 0)
-                    flight = (W - own) @ H
-                    X, w = new[:, :-1], new[:, -1:]
-                else:  # dpsgd, mix_then_step: gradient at x_k, step from the mixed point
-                    X = W @ X - lr * D
-            t += 1
-        if flight is not None:  # osgp absorbs what is in flight at the end of each epoch
-            X, w, flight = X + flight[:, :-1], w + flight[:, -1:], None
-    return X / w
-
-
-@pytest.mark.parametrize("nodes", [4])
-def test_sparse_graphs_match_the_dense_reference(run_torchrun, nodes):
-    """sgp (1-peer exponential), osgp (tau = 1: the push-sum weights leave 1 while mass
-    is in flight, so the de-biasing x / w is exercised), dpsgd (ring, mix_then_step),
-    d2 (ring; lazy at n = 4) against the dense float64 simulation above: every rank's final parameters to 2e-5
-    relative (float32 ranks vs a float64 reference over 8 steps)."""
-    wl = {**TINY_WORKLOAD, "epochs": 2, "max_steps_per_epoch": 4}
-    cases = [("sgp", {"name": "sgp", "init_spread": 0.05}, wl),
-             ("osgp", {"name": "osgp", "tau": 1, "init_spread": 0.05}, wl),
-             ("dpsgd", {"name": "dpsgd", "init_spread": 0.05}, wl),
-             ("d2", {"name": "d2", "init_spread": 0.05}, {**wl, **PLAIN_SGD})]
-    runs, _ = run_torchrun([make_config(a, nodes, workload=w) for _, a, w in cases])
-    for (method, algo, w), run in zip(cases, runs):
-        if method == "d2":
-            assert run.records(0, "epoch")[0]["gossip/lazy"] == 1.0
-            algo = {**algo, "lazy": True}
-        ref = _reference(method, nodes, algo, {**TINY_WORKLOAD, **w})
-        for r in range(nodes):
-            got = _flat(run.final_state(r))
-            rel = ((got - ref[r]).norm() / ref[r].norm()).item()
-            assert rel <= 2e-5, f"{method} rank {r}: relative error {rel:.2e}"
-        spread = (ref - ref.mean(0)).norm()
-        assert spread > 1e-3  # the replicas really differ: the test sees the mixing
 
 
 def test_d2_beats_dpsgd_on_label_partitioned_data(run_torchrun):

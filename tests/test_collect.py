@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -41,9 +42,13 @@ EPOCHS = {
 }
 
 
+def run_cfg(seed: int, target_acc: float = 0.7) -> dict:
+    return make_config("allreduce_sgd", 2, seed=seed, experiment="exp", workload={"target_acc": target_acc})
+
+
 def write_run(root: Path, seed: int, target_acc: float = 0.7) -> Path:
     """A complete ok 2-rank, 2-epoch run of experiment ``exp`` under ``root``; its run directory."""
-    cfg = make_config("allreduce_sgd", 2, seed=seed, experiment="exp", workload={"target_acc": target_acc})
+    cfg = run_cfg(seed, target_acc)
     run_dir = root / "results/runs/exp/allreduce_sgd/n2/none" / f"seed{seed}"
     run = run_dir / "run"
     for rank in (0, 1):
@@ -174,8 +179,7 @@ def test_damaged_run_is_a_failed_row_kept_and_retried(tree, damage, reason):
     collect([launch])
     assert runs.launch_retry_token(launch) == token1
     # ... and the next launch's planning recomputes a damaged run/, or reuses an intact one
-    m = runs.plan_member(runs.write_run_configs({str(bad): make_config(
-        "allreduce_sgd", 2, seed=2, experiment="exp", workload={"target_acc": 0.7})})[0])
+    m = runs.plan_member(runs.write_run_configs({str(bad): run_cfg(2)})[0])
     intact = "run.json" in reason or "outcome" in reason
     assert m["skip"] is intact
     assert json.loads((bad / "outcome.json").read_text())["status"] == ("ok" if intact else "failed")
@@ -186,11 +190,12 @@ CHEAP = [  # damage the parameter-time check sees without reading the metrics (s
     ("metrics_truncated", lambda d: _truncate(d / "run/metrics/rank0.jsonl"),
      "damaged: metrics/rank0.jsonl changed size"),
     ("outcome_corrupt", lambda d: (d / "outcome.json").write_text("{"), "damaged: outcome.json unreadable"),
+    ("run_dir_deleted", lambda d: shutil.rmtree(d), "damaged: outcome.json missing"),
 ]
 
 
-@pytest.mark.parametrize("damage,reason", [c[1:] for c in CHEAP], ids=[c[0] for c in CHEAP])
-def test_retry_token_sees_damage_without_collect(tree, damage, reason):
+@pytest.mark.parametrize("damage_id,damage,reason", CHEAP, ids=[c[0] for c in CHEAP])
+def test_retry_token_sees_damage_without_collect(tree, damage_id, damage, reason):
     launch, (good, bad) = tree
     token0 = runs.launch_retry_token(launch)
     assert runs.launch_retry_token(launch) == token0  # nothing damaged: stable
@@ -199,6 +204,8 @@ def test_retry_token_sees_damage_without_collect(tree, damage, reason):
     assert token1 != token0 and runs.launch_retry_token(launch) == token1
     assert json.loads((bad / "outcome.json").read_text())["reason"].startswith(reason)
     assert json.loads((good / "outcome.json").read_text())["status"] == "ok"
+    # the group's next launch recomputes it (a run/ that is intact after all is reused)
+    assert runs.plan_member(runs.write_run_configs({str(bad): run_cfg(2)})[0])["skip"] is ("outcome" in damage_id)
 
 
 # (id, files of a hand-written attempt, rc, timed out, earlier failed) -> (kind, reason)

@@ -239,6 +239,9 @@ def test_timeout_is_per_run_and_failure_kinds_of_one_launch(tmp_path):
     assert out["slow"]["kind"] == "timeout"
     assert out["slow"]["reason"].startswith("timed out after 45 s (launcher.timeout_s, per run): ")
     assert (dirs["slow"] / out["slow"]["attempt_dir"] / "STARTED").exists()
+    # killed once *it* had run 45 s (not when the group had used 4 x 45 s); the upper bound
+    # only allows for the polling and the kill
+    assert 45 <= out["slow"]["killed_after_s"] < 90
     assert (out["after"]["kind"], out["after"]["reason"]) == (
         "not_started", "not started: an earlier run of the launch failed")
     assert not launch_processes(Path.cwd()) and not list(tmp_path.rglob(".attempt-*"))

@@ -238,15 +238,15 @@ def mark_damaged(run_dir: Path, reason: str, launch_path: Path | None) -> None:
         old = {}
     new = {**old, "status": "failed", "kind": "damaged", "reason": reason, "damaged_at": _now()}
     new.pop("corrupt_outcome", None)
+    run_dir.mkdir(parents=True, exist_ok=True)  # its whole directory may have been deleted
     _write_json(run_dir / "outcome.json", new)
     if launch_path is not None:
         new_retry_token(launch_path, "damaged")
 
 
 def quick_damage(run_dir: Path) -> str | None:
-    """Cheap check of a member (module docstring, point 1): the reason if damaged, else None."""
-    if not (run_dir / "outcome.json").exists():
-        return None  # never ran
+    """Cheap check of a member of the group's last launch (module docstring, point 1): the
+    reason if damaged (its files, or its whole directory, deleted or changed), else None."""
     out = read_outcome(run_dir)
     if out.get("corrupt_outcome"):
         return out["reason"]
@@ -359,12 +359,13 @@ def _raise_aborted(signum, frame):
     raise Aborted(f"stopped by signal {signum}")
 
 
-def _watch(proc: subprocess.Popen, todo: list[dict[str, Any]], timeout_s: float) -> int | None:
+def _watch(proc: subprocess.Popen, todo: list[dict[str, Any]], timeout_s: float) -> tuple[int | None, float | None]:
     """Wait for the launch; kill it if the run it is on exceeds ``timeout_s``.
 
     A run's clock starts at its ``STARTED`` marker; the launch's start-up (process start,
     rendezvous, until the first marker) has a clock of its own, also ``timeout_s``, and a
-    start-up that exceeds it times out the first run.  Returns the index in ``todo`` of the run that timed out, or None.  Raises
+    start-up that exceeds it times out the first run.  Returns the index in ``todo`` of the
+    run that timed out and how long it had run, or (None, None).  Raises
     :class:`Aborted` (after killing the launch) on SIGTERM / SIGINT or if the owning
     Snakemake process is gone.
     """
@@ -377,11 +378,12 @@ def _watch(proc: subprocess.Popen, todo: list[dict[str, Any]], timeout_s: float)
             if started and started[-1] != current:
                 current, since = started[-1], time.time()
             if time.time() - since > timeout_s:
+                ran = time.time() - since
                 _kill(proc)
-                return max(current, 0)  # -1: in start-up, charged to the first run
+                return max(current, 0), ran  # -1: in start-up, charged to the first run
             if _owner_gone():
                 raise Aborted("the Snakemake process that started this launch is gone")
-        return None
+        return None, None
     except BaseException:
         _kill(proc)
         raise
@@ -422,7 +424,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
     todo = [m for m in members if not m["skip"]]
     tag = f"{_host()}-{os.getpid()}"
     t0 = time.time()
-    rc, timed_out = 0, None
+    rc, timed_out, ran_s = 0, None, None
     timeout_s = float(launcher.get("timeout_s", 3600))
     if todo:
         for m in todo:
@@ -438,7 +440,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
             log.flush()
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                     env={**os.environ, **(env or {})})
-            timed_out = _watch(proc, todo, timeout_s)
+            timed_out, ran_s = _watch(proc, todo, timeout_s)
             rc = proc.wait()
         plan.unlink(missing_ok=True)
     status = []
@@ -470,6 +472,8 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
                            attempt_dir=kept.name if kept else None, log_tail=_tail(log_path))
             if m.get("damaged"):
                 outcome["was"] = m["damaged"]
+            if kind == "timeout":
+                outcome["killed_after_s"] = round(ran_s, 1)
         _write_json(m["dir"] / "outcome.json", outcome)
         m["status"], m["kind"] = outcome["status"], outcome.get("kind")
     for m in members:

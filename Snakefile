@@ -12,7 +12,7 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from distrepro_wf import session
-from distrepro_wf.collect import failure_summary
+from distrepro_wf.collect import echo_failures
 
 min_version("9.0")
 
@@ -51,18 +51,12 @@ onstart:
     record_pipeline_start()
 
 
-def print_failures():
-    """Failed runs are never silent: which, what kind, why, and where the log is."""
-    text = failure_summary(Path("results/tables"), EXPERIMENTS)
-    if text:
-        print(text, file=sys.stderr)
-
-
+# Failed runs are never silent: which, what kind, why, and where the log is.
 onsuccess:
     record_pipeline_end("success")
-    print_failures()
+    echo_failures(Path("results/tables"), EXPERIMENTS)
 
 
 onerror:
     record_pipeline_end("error")
-    print_failures()
+    echo_failures(Path("results/tables"), EXPERIMENTS)

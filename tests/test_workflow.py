@@ -163,6 +163,8 @@ def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     proc = smk(tmp_path, "--configfile", cfgfile)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "removed a stale lock of a killed invocation" in proc.stderr
+    # rerun-incomplete comes from the workflow profile next to the Snakefile (no flag given)
+    assert "Using workflow specific profile profiles/default" in proc.stderr
     assert "run(s) failed" not in proc.stderr
     assert all(snapshot(d) == kept_n1[d] for d in n1)
     launch_n1 = tmp_path / "results/launches/smoke/n1.json"

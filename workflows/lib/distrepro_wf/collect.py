@@ -17,6 +17,7 @@ atomically (a crash never leaves a half-written table).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Iterable
 
@@ -62,7 +63,9 @@ def load_run(outcome_path: Path) -> tuple[dict, pd.DataFrame | None]:
     ident = _ident(run_dir)
     outcome = runs.read_outcome(run_dir)
     if outcome.get("status") != "ok":
-        return {**ident, **outcome, "kind": outcome.get("kind") or "crashed"}, None
+        # outcomes written before kinds existed were crashes (deterministic ones said "invalid")
+        kind = outcome.get("kind") if outcome.get("kind") in runs.KINDS else "crashed"
+        return {**ident, **outcome, "kind": kind}, None
     run = run_dir / outcome.get("run_dir", "run")
     problem = runs.verify_run(run)
     if problem is None:
@@ -169,6 +172,13 @@ def failure_summary(tables_dir: Path, experiments: Iterable[str]) -> str:
     if not lines:
         return ""
     return f"{len(lines)} run(s) failed (results/tables/<experiment>/failed.csv):\n" + "\n".join(lines)
+
+
+def echo_failures(tables_dir: Path, experiments: Iterable[str]) -> None:
+    """Print :func:`failure_summary` to stderr if any run failed (end of a Snakemake invocation)."""
+    text = failure_summary(tables_dir, experiments)
+    if text:
+        print(text, file=sys.stderr)
 
 
 def write_atomic(df: pd.DataFrame, path: Path) -> None:

@@ -92,11 +92,11 @@ def _host() -> str:
 
 def pid_alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # exists, owned by another user
+        pass
     return True
 
 
@@ -116,19 +116,22 @@ def remove_stale(dirs: list[Path]) -> list[Path]:
         for p in d.iterdir():
             prefix = next((x for x in (".attempt-", ".old-", ".plan-") if p.name.startswith(x)), None)
             if prefix and _owned_by_dead_process(p.name, prefix):
-                shutil.rmtree(p) if p.is_dir() else p.unlink()
+                if p.is_dir():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
                 removed.append(p)
     return removed
 
 
-def read_json(path: Path, what: str | None = None) -> Any:
-    """Parse a JSON file; the error names the file (and what is wrong)."""
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; the ValueError names the file and what is wrong with it."""
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"{what or path.name} missing") from None
+        raise ValueError(f"{path.name} missing") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{what or path.name} unreadable ({e})") from None
+        raise ValueError(f"{path.name} unreadable ({e})") from None
 
 
 def verify_run(run_dir: Path) -> str | None:

@@ -6,9 +6,21 @@
 #   snakemake --cores 2 bench                benchmarks -> results/bench/*.csv
 #   snakemake --profile workflows/profiles/slurm   real scale on Slurm
 #   snakemake --report report.html           Snakemake's own report of the same figures
+import sys
+from pathlib import Path
+
 from snakemake.utils import min_version
 
+from distrepro_wf import session
+from distrepro_wf.collect import echo_failures
+
 min_version("9.0")
+
+# A lock left by a killed invocation is removed, a live one's kept (distrepro_wf/session.py).
+if workflow.is_main_process:
+    if session.clear_stale_lock(Path.cwd()):
+        print("removed a stale lock of a killed invocation (.snakemake/locks)", file=sys.stderr)
+    session.register(Path.cwd())
 
 
 # common.smk reads the config: config/config.yaml, unless the user names config files of
@@ -35,9 +47,12 @@ onstart:
     record_pipeline_start()
 
 
+# Failed runs are never silent: which, what kind, why, and where the log is.
 onsuccess:
     record_pipeline_end("success")
+    echo_failures(Path("results/tables"), EXPERIMENTS)
 
 
 onerror:
     record_pipeline_end("error")
+    echo_failures(Path("results/tables"), EXPERIMENTS)

@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -70,32 +72,111 @@ def test_invalid_config_stops_before_any_job(tmp_path):
     assert not (tmp_path / "results" / "runs").exists()
 
 
-def test_end_to_end_failure_retry_and_no_recompute(tmp_path):
-    cfgfile = write_config(tmp_path, TINY)
+def snapshot(run_dir: Path) -> dict:
+    """What must not change if a finished run is reused: every file's inode, mtime and content."""
+    return {p: (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(run_dir.rglob("*"))
+            if p.is_file()}
+
+
+def run_dir(tmp_path: Path, nodes: int, seed: int) -> Path:
+    return tmp_path / f"results/runs/smoke/allreduce_sgd/n{nodes}/none/seed{seed}"
+
+
+def resumed_from(d: Path):
+    return json.loads((d / "run" / "runinfo.json").read_text())["resumed_from_epoch"]
+
+
+def wait_for(cond, proc: subprocess.Popen | None = None, timeout: float = 300) -> None:
+    """Poll ``cond`` until true; fail if ``proc`` ended first or on timeout."""
+    t0 = time.time()
+    while not cond():
+        assert proc is None or proc.poll() is None, "the invocation ended before the condition held"
+        assert time.time() - t0 < timeout, "timed out waiting"
+        time.sleep(0.2)
+
+
+def launch_processes(workdir: Path) -> list[str]:
+    """Command lines of live processes running a plan of ``workdir`` (torchrun and its ranks)."""
+    out = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd, cwd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(), os.readlink(p / "cwd")
+        except OSError:
+            continue
+        if "--plan" in cmd and Path(cwd) == workdir:
+            out.append(cmd)
+    return out
+
+
+VALUES = ["nodes", "seed", "final_acc", "final_train_loss", "final_val_loss", "bytes_sent_per_epoch"]
+
+
+def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
+    cfg = json.loads(json.dumps(TINY))
+    cfg["experiments"]["smoke"]["seeds"] = [1, 2]  # groups n1 and n2, two runs each
+    # >= 0.5 s per 2-rank step (two latencies per all-reduce): time to kill an invocation mid-run
+    cfg["experiments"]["smoke"]["network"] = {"kind": "absolute", "bandwidth_gbps": 100, "latency_s": 0.25}
+    cfgfile = write_config(tmp_path, cfg)
     tables = tmp_path / "results" / "tables" / "smoke"
-    # 1. rank 1 dies at step 3: the 2-rank run fails, the 1-rank run succeeds
-    proc = smk(tmp_path, "--configfile", cfgfile, env={"DISTREPRO_FAULT": "1:3"})
+    n1 = [run_dir(tmp_path, 1, s) for s in (1, 2)]
+    n2 = [run_dir(tmp_path, 2, s) for s in (1, 2)]
+    # 1. rank 1 dies at step 12 (epoch 1, after epoch 0's checkpoint) of the first 2-rank run:
+    #    that run crashed, the second of its launch never started, the 1-rank group is fine
+    proc = smk(tmp_path, "--configfile", cfgfile, env={"DISTREPRO_FAULT": "1:12"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs, failed = pd.read_csv(tables / "runs.csv"), pd.read_csv(tables / "failed.csv")
-    assert list(runs["nodes"]) == [1]
-    assert list(failed["nodes"]) == [2] and "exited with code" in failed["reason"][0]
-    n2 = tmp_path / "results/runs/smoke/allreduce_sgd/n2/none/seed1"
-    assert json.loads((n2 / "outcome.json").read_text())["status"] == "failed"
-    assert not (n2 / "run").exists() and list(n2.glob("failed-*"))
-    epochs = pd.read_csv(tables / "epochs.csv")
-    assert set(epochs["nodes"]) == {1}
-    html = (tmp_path / "reports" / "index.html").read_text()
-    assert "1 run(s) failed" in html
-    # 2. the next invocation retries only the failed group, which now succeeds
+    assert sorted(runs["nodes"]) == [1, 1] and set(pd.read_csv(tables / "epochs.csv")["nodes"]) == {1}
+    failed = failed.set_index("seed")
+    assert list(failed["nodes"]) == [2, 2] and list(failed["kind"]) == ["crashed", "not_started"]
+    assert failed.loc[1, "reason"].startswith("torchrun exited with code 1: metrics of rank 0: epochs [1] missing")
+    assert failed.loc[2, "reason"] == "not started: an earlier run of the launch failed"
+    log = "results/logs/train/smoke/n2.log"
+    assert (tmp_path / log).exists()
+    # the console says so at the end of the invocation
+    assert "2 run(s) failed" in proc.stderr
+    assert (f"smoke/allreduce_sgd/n2/none/seed2  [not_started, retried next time]  not started: an earlier run "
+            f"of the launch failed  (log: {log})") in proc.stderr
+    assert "2 run(s) failed" in (tmp_path / "reports" / "index.html").read_text()
+    assert not (n2[0] / "run").exists() and list(n2[0].glob("failed-*")) and (n2[0] / "checkpoint").is_dir()
+    assert not list(tmp_path.glob("results/**/.attempt-*")) and not list(tmp_path.glob("results/**/.plan-*"))
+    kept_n1 = {d: snapshot(d) for d in n1}
+    n1_launch = snapshot(tmp_path / "results/launches/smoke")  # n1.json (and n2's, which must change)
+    # 2. the retry (A) is killed with kill -9 while the second 2-rank run is in epoch 1; a
+    #    concurrent invocation (B) started while A lives is refused; A's launch stops with it
+    a = subprocess.Popen([*SNAKEMAKE, "-d", str(tmp_path), "--cores", "2", "--configfile", cfgfile],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: list((tmp_path / ".snakemake/locks").glob("*.lock")), a)
+        b = subprocess.Popen([*SNAKEMAKE, "-d", str(tmp_path), "--cores", "2", "--configfile", cfgfile],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wait_for(lambda: len(list((tmp_path / ".snakemake/distrepro-owners").iterdir())) == 2, a)
+        wait_for(lambda: all((n2[1] / "checkpoint" / f"rank{r}.pt").exists() for r in (0, 1)), a)
+        os.kill(a.pid, signal.SIGKILL)
+        assert b.wait(300) != 0 and "Directory cannot be locked" in b.stdout.read()
+        b.stdout.close()
+    finally:
+        a.kill()
+        a.wait()
+    wait_for(lambda: not launch_processes(tmp_path))  # the launch of a dead Snakemake is stopped
+    # 3. the plain command recovers (stale lock, incomplete output) and retries only the failed
+    #    group: both 2-rank runs resume from their checkpoints, the 1-rank runs are reused untouched
     proc = smk(tmp_path, "--configfile", cfgfile)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "removed a stale lock of a killed invocation" in proc.stderr
+    # rerun-incomplete comes from the workflow profile next to the Snakefile (no flag given)
+    assert "Using workflow specific profile profiles/default" in proc.stderr
+    assert "run(s) failed" not in proc.stderr
+    assert all(snapshot(d) == kept_n1[d] for d in n1)
+    launch_n1 = tmp_path / "results/launches/smoke/n1.json"
+    assert snapshot(launch_n1.parent)[launch_n1] == n1_launch[launch_n1]
+    assert resumed_from(n2[0]) == 1 and resumed_from(n2[1]) == 0
+    assert not list(tmp_path.glob("results/**/.attempt-*")) and not list(tmp_path.glob("results/**/.plan-*"))
     runs, failed = pd.read_csv(tables / "runs.csv"), pd.read_csv(tables / "failed.csv")
-    assert sorted(runs["nodes"]) == [1, 2] and failed.empty
-    assert (n2 / "run" / "metrics" / "rank1.jsonl").exists()
+    assert sorted(runs["nodes"]) == [1, 1, 2, 2] and failed.empty
     for col in ("config_hash", "git_commit", "torch", "host", "seed", "final_acc", "time_per_epoch_s",
                 "time_to_target_s", "bytes_sent_per_epoch"):
         assert runs[col].notna().all(), col
-    assert runs.loc[runs["nodes"] == 2, "bytes_sent_per_epoch"].iloc[0] > 0
+    assert (runs.loc[runs["nodes"] == 2, "bytes_sent_per_epoch"] > 0).all()
     html = (tmp_path / "reports" / "index.html").read_text()
     assert "All runs completed" in html
     for img in ("loss_vs_epoch", "acc_vs_wall", "epoch_time_vs_nodes"):
@@ -105,14 +186,68 @@ def test_end_to_end_failure_retry_and_no_recompute(tmp_path):
                            str(tmp_path / "report.html")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "report.html").stat().st_size > 10_000
-    # 3. after success nothing is recomputed
+    # 4. damage two finished runs (one rank's metrics deleted, another's truncated): the
+    #    plain invocation sees it, recomputes just those two and keeps the damaged copies
+    good = runs.sort_values(["nodes", "seed"])[VALUES].reset_index(drop=True)
+    kept = {d: snapshot(d) for d in (n1[1], n2[0])}
+    (n2[1] / "run/metrics/rank1.jsonl").unlink()
+    rank0 = n1[0] / "run/metrics/rank0.jsonl"
+    truncated = rank0.read_bytes()[:-30]
+    rank0.write_bytes(truncated)
+    proc = smk(tmp_path, "--configfile", cfgfile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert all(snapshot(d) == kept[d] for d in kept)
+    (damaged_n2,) = n2[1].glob("damaged-*")
+    assert (damaged_n2 / "metrics/rank0.jsonl").exists() and not (damaged_n2 / "metrics/rank1.jsonl").exists()
+    (damaged_n1,) = n1[0].glob("damaged-*")
+    assert (damaged_n1 / "metrics/rank0.jsonl").read_bytes() == truncated
+    assert (n2[1] / "run/metrics/rank1.jsonl").exists() and rank0.stat().st_size > len(truncated)
+    runs = pd.read_csv(tables / "runs.csv")
+    assert pd.read_csv(tables / "failed.csv").empty
+    # same seed, same numbers: the recomputed runs give the rows the damaged ones had
+    pd.testing.assert_frame_equal(runs.sort_values(["nodes", "seed"])[VALUES].reset_index(drop=True), good)
+    # 5. after the repair nothing is recomputed
     proc = smk(tmp_path, "--configfile", cfgfile, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr
-    # 4. a changed config whose rerun fails leaves the previous good result in place
-    changed = json.loads(json.dumps(TINY))
+    # 6. a changed config whose rerun fails leaves the previous good result in place
+    changed = json.loads(json.dumps(cfg))
     changed["workloads"]["tiny"]["epochs"] = 3
     proc = smk(tmp_path, "--configfile", write_config(tmp_path, changed), env={"DISTREPRO_FAULT": "1:3"})
     assert proc.returncode == 0
-    assert json.loads((n2 / "outcome.json").read_text())["status"] == "failed"
-    assert json.loads((n2 / "run" / "config.json").read_text())["workload"]["epochs"] == 2  # untouched
-    assert list(pd.read_csv(tables / "runs.csv")["nodes"]) == [1]
+    assert json.loads((n2[0] / "outcome.json").read_text())["kind"] == "crashed"
+    assert json.loads((n2[0] / "run" / "config.json").read_text())["workload"]["epochs"] == 2  # untouched
+    assert sorted(pd.read_csv(tables / "runs.csv")["nodes"]) == [1, 1]
+    assert set(pd.read_csv(tables / "epochs.csv")["nodes"]) == {1}
+
+
+def test_timeout_is_per_run_and_failure_kinds_of_one_launch(tmp_path):
+    """One real launch of four runs: ok, refused by the runtime, too slow, never reached."""
+    from conftest import make_config
+
+    from distrepro_wf.runs import execute_group, launch_retry_token, plan_member, write_run_configs
+
+    slow_net = {"kind": "absolute", "bandwidth_gbps": 100, "latency_s": 5.0}  # >= 10 s per step
+    cfgs = {"ok": make_config("allreduce_sgd", 2), "config": make_config("allreduce_sgd", 2, workload={"epochs": 0}),
+            "slow": make_config("allreduce_sgd", 2, network=slow_net), "after": make_config("allreduce_sgd", 2, seed=2)}
+    dirs = {k: tmp_path / "runs" / k for k in cfgs}
+    paths = write_run_configs({str(dirs[k]): c for k, c in cfgs.items()})
+    launch_path, log = tmp_path / "launches" / "n2.json", tmp_path / "n2.log"
+    launch = execute_group(paths, launch_path, log, {"kind": "local", "timeout_s": 45})
+    out = {k: json.loads((d / "outcome.json").read_text()) for k, d in dirs.items()}
+    assert [m["status"] for m in launch["members"]] == ["ok", "failed", "failed", "failed"]
+    assert out["ok"]["status"] == "ok" and (dirs["ok"] / "run" / "metrics" / "rank1.jsonl").exists()
+    assert (out["config"]["kind"], out["config"]["reason"]) == (
+        "config", "invalid configuration: workload.epochs: must be >= 1, got 0")
+    assert out["slow"]["kind"] == "timeout"
+    assert out["slow"]["reason"].startswith("timed out after 45 s (launcher.timeout_s, per run): ")
+    assert (dirs["slow"] / out["slow"]["attempt_dir"] / "STARTED").exists()
+    # killed once *it* had run 45 s (not when the group had used 4 x 45 s); the upper bound
+    # only allows for the polling and the kill
+    assert 45 <= out["slow"]["killed_after_s"] < 90
+    assert (out["after"]["kind"], out["after"]["reason"]) == (
+        "not_started", "not started: an earlier run of the launch failed")
+    assert not launch_processes(Path.cwd()) and not list(tmp_path.rglob(".attempt-*"))
+    # the next launch: the ok run is reused, the config failure is not retried (same config),
+    # the timed-out and the never-started runs are; the retry token says so
+    assert launch_retry_token(launch_path) != ""
+    assert [plan_member(p)["skip"] for p in paths] == [True, True, False, False]

@@ -1,8 +1,11 @@
 # One torchrun launch per group (experiment, nodes) runs its methods x stragglers x seeds
-# one after another (process start and `import torch` are paid once per group).  A changed run config reruns the group (params trigger), where
-# only runs without a complete result for that exact config are executed.  A failed
-# run still gets outcome.json (status failed) so tables and report list it; it never
-# enters a table, and its retry token makes the next invocation retry the group.
+# one after another (process start and `import torch` are paid once per group).  A changed
+# run config reruns the group (params trigger), where only runs without a verified complete
+# result for that exact config are executed.  A failed run still gets outcome.json (status
+# failed, with its kind) so tables and report list it; it never enters a table.  The retry
+# token (distrepro_wf/runs.py) makes the next invocation retry a group with a crashed,
+# timed-out, not-started or damaged run; a config error or divergence waits for a new config.
+# launcher.timeout_s is per run; the job's runtime (Slurm) allows it for every member.
 
 
 rule train:

@@ -20,4 +20,5 @@ paths = write_run_configs(dict(sm.params.members))
 launch = execute_group(paths, Path(sm.output[0]), log_path, dict(sm.params.launcher))
 for m in launch["members"]:
     level = logging.INFO if m["status"] == "ok" else logging.ERROR
-    logging.log(level, "%s: %s%s", m["run"], m["status"], " (reused)" if m["reused"] else "")
+    logging.log(level, "%s: %s%s%s", m["run"], m["status"], f" [{m['kind']}]" if m.get("kind") else "",
+                " (reused)" if m["reused"] else "")

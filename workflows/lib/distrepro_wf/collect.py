@@ -6,12 +6,18 @@
 * ``runs``: one row per run: final / best validation accuracy, time per epoch and per
   step, time to the workload's target accuracy, bytes per epoch and per step (steps per
   epoch from ``run/runinfo.json``), final consensus distance, with provenance.
-* ``failed``: one row per run whose outcome is ``failed`` (never in the others).
+* ``failed``: one row per run that failed, with its ``kind`` (config, diverged, crashed,
+  timeout, not_started, damaged; see :mod:`distrepro_wf.runs`) and reason.  An ``ok``
+  outcome is not trusted: a run whose files are missing or unreadable is ``damaged``.
+
+One damaged run never fails the collection of the others, and the tables are written
+atomically (a crash never leaves a half-written table).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Iterable
 
@@ -20,30 +26,63 @@ import pandas as pd
 
 from impls.metrics import read_jsonl
 
+from . import runs
+
 KEYS = ["experiment", "method", "nodes", "straggler", "seed"]
+FAILED_COLS = KEYS + ["kind", "reason", "returncode", "log", "attempt_dir"]
 MEAN_COLS = ["loss/train", "loss/val", "acc/val", "comm/bytes_sent", "comm/bytes_recv", "consensus/distance"]
 MAX_COLS = ["time/epoch_s", "time/wall_s", "time/compute_s", "time/comm_s", "time/straggler_delay_s",
             "time/net_delay_s"]
 
 
-def _ident(outcome_path: Path) -> dict:
-    # .../runs/<experiment>/<method>/n<N>/<straggler>/seed<S>/outcome.json
-    p = outcome_path.parts
-    return {"experiment": p[-6], "method": p[-5], "nodes": int(p[-4][1:]), "straggler": p[-3], "seed": int(p[-2][4:])}
+def _ident(run_dir: Path) -> dict:
+    # .../runs/<experiment>/<method>/n<N>/<straggler>/seed<S>/
+    p = Path(run_dir).parts
+    return {"experiment": p[-5], "method": p[-4], "nodes": int(p[-3][1:]), "straggler": p[-2], "seed": int(p[-1][4:])}
+
+
+def _read_metrics(run_dir: Path, nodes: int) -> list[dict]:
+    recs = []
+    for r in range(nodes):
+        p = run_dir / "metrics" / f"rank{r}.jsonl"
+        try:
+            recs.extend(read_jsonl([p]))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"metrics of rank {r} unreadable ({e})") from None
+    return recs
 
 
 def load_run(outcome_path: Path) -> tuple[dict, pd.DataFrame | None]:
-    outcome_path = Path(outcome_path)
-    outcome = json.loads(outcome_path.read_text())
-    ident = _ident(outcome_path)
+    """(run info, per-epoch table over ranks) of an ok run; (failure row, None) otherwise.
+
+    An ok run is verified from its files (:func:`distrepro_wf.runs.verify_run`, plus
+    ``run.json``) rather than trusted from ``outcome.json``; whatever is missing or
+    unreadable makes it a ``damaged`` failure naming the file, never an exception.
+    """
+    run_dir = Path(outcome_path).parent
+    ident = _ident(run_dir)
+    outcome = runs.read_outcome(run_dir)
     if outcome.get("status") != "ok":
-        return {**ident, **outcome}, None
-    run_dir = outcome_path.parent / outcome["run_dir"]
-    recs = read_jsonl(sorted((run_dir / "metrics").glob("rank*.jsonl")))
-    ep = pd.DataFrame([r for r in recs if r["kind"] == "epoch"])
-    cfg = json.loads((run_dir / "config.json").read_text())
-    runinfo = json.loads((run_dir / "runinfo.json").read_text()) if (run_dir / "runinfo.json").exists() else {}
-    prov = json.loads((run_dir / "provenance.json").read_text())
+        # outcomes written before kinds existed were crashes (deterministic ones said "invalid")
+        kind = outcome.get("kind") if outcome.get("kind") in runs.KINDS else "crashed"
+        return {**ident, **outcome, "kind": kind}, None
+    run = run_dir / outcome.get("run_dir", "run")
+    problem = runs.verify_run(run)
+    if problem is None:
+        try:
+            runs.read_json(run_dir / "run.json")
+            return _load_ok(ident, run)
+        except Exception as e:  # noqa: BLE001  one damaged run must never crash the collection
+            problem = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+    return {**ident, "status": "failed", "kind": "damaged", "reason": f"damaged: {problem}",
+            "log": outcome.get("log"), "returncode": outcome.get("returncode"), "damaged_run": str(run)}, None
+
+
+def _load_ok(ident: dict, run_dir: Path) -> tuple[dict, pd.DataFrame]:
+    cfg = runs.read_json(run_dir / "config.json")
+    runinfo = runs.read_json(run_dir / "runinfo.json")
+    prov = runs.read_json(run_dir / "provenance.json")
+    ep = pd.DataFrame([r for r in _read_metrics(run_dir, int(cfg["nodes"])) if r["kind"] == "epoch"])
     agg = {c: "mean" for c in MEAN_COLS if c in ep} | {c: "max" for c in MAX_COLS if c in ep}
     if "acc/val" in ep:
         ep["acc/val_min"] = ep["acc/val"]
@@ -90,27 +129,56 @@ def summarize(info: dict, t: pd.DataFrame) -> dict:
 
 def outcome_paths(launch_paths: Iterable[Path]) -> list[Path]:
     """outcome.json of every member of the given launch groups (results/launches/...json)."""
-    out = []
-    for lp in launch_paths:
-        for m in json.loads(Path(lp).read_text())["members"]:
-            out.append(Path(m["run"]) / "outcome.json")
-    return out
+    return [Path(m["run"]) / "outcome.json" for lp in launch_paths for m in json.loads(Path(lp).read_text())["members"]]
 
 
-def collect(outcome_paths: Iterable[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    epochs, runs, failed = [], [], []
-    for p in outcome_paths:
-        info, table = load_run(Path(p))
-        if table is None:
-            failed.append({k: info.get(k) for k in KEYS + ["reason", "returncode", "log", "attempt_dir"]})
-            continue
-        epochs.append(table)
-        runs.append(summarize(info, table))
+def collect(launch_paths: Iterable[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(epochs, runs, failed) tables of every member of the given launch groups.
+
+    A run found damaged here is marked (:func:`distrepro_wf.runs.mark_damaged`) so that
+    the next invocation recomputes it; its files stay where they are.
+    """
+    epochs, rows, failed = [], [], []
+    for lp in map(Path, launch_paths):
+        for p in outcome_paths([lp]):
+            info, table = load_run(p)
+            if table is None:
+                if info.get("damaged_run") or info.get("corrupt_outcome"):
+                    runs.mark_damaged(p.parent, info["reason"], lp)
+                failed.append({k: info.get(k) for k in FAILED_COLS})
+                continue
+            epochs.append(table)
+            rows.append(summarize(info, table))
     ep = pd.concat(epochs, ignore_index=True) if epochs else pd.DataFrame(columns=KEYS + ["epoch"])
     ep = ep[KEYS + [c for c in ep.columns if c not in KEYS]]
-    rn = pd.DataFrame(runs, columns=None if runs else KEYS)
-    fl = pd.DataFrame(failed, columns=KEYS + ["reason", "returncode", "log", "attempt_dir"])
+    rn = pd.DataFrame(rows, columns=None if rows else KEYS)
+    fl = pd.DataFrame(failed, columns=FAILED_COLS)
     return ep, rn, fl
+
+
+def failure_summary(tables_dir: Path, experiments: Iterable[str]) -> str:
+    """Console summary of the failed runs in ``<tables_dir>/<experiment>/failed.csv`` ('' if none)."""
+    lines = []
+    for e in experiments:
+        try:
+            f = pd.read_csv(Path(tables_dir) / e / "failed.csv")
+        except (OSError, ValueError):
+            continue
+        for r in f.itertuples():
+            kind = r.kind if isinstance(getattr(r, "kind", None), str) else "crashed"
+            again = "not retried until its config changes" if kind in runs.DETERMINISTIC else "retried next time"
+            lines.append(f"  {r.experiment}/{r.method}/n{r.nodes}/{r.straggler}/seed{r.seed}  [{kind}, {again}]  "
+                         f"{r.reason}  (log: {r.log})")
+    if not lines:
+        return ""
+    return f"{len(lines)} run(s) failed (results/tables/<experiment>/failed.csv):\n" + "\n".join(lines)
+
+
+def echo_failures(tables_dir: Path, experiments: Iterable[str]) -> None:
+    """Print :func:`failure_summary` to stderr if any run failed (end of a Snakemake invocation)."""
+    text = failure_summary(tables_dir, experiments)
+    if text:
+        print(text, file=sys.stderr)
 
 
 def write_atomic(df: pd.DataFrame, path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Execute runs so that a failure can never pass for a result.
+"""Execute runs so that a failure can never pass for a result, and nothing is lost.
 
 Runs of one experiment at one node count form a *launch group*: one torchrun launch
 runs them one after another (``impls.run --plan``), so each run does not pay the
@@ -7,31 +7,71 @@ process start, ``import torch`` and rendezvous again.
 Layout of a run, ``results/runs/<experiment>/<method>/n<N>/<straggler>/seed<S>/``::
 
     run.json        the resolved config (written by rule train before it runs)
-    outcome.json    {"status": "ok" | "failed", "reason", "log", ...}
-    run/            the complete result: config, provenance, metrics/rank*.jsonl
+    outcome.json    {"status": "ok" | "failed", "kind", "reason", "log", "files", ...}
+    run/            the complete result: config, provenance, runinfo, metrics/rank*.jsonl
     failed-<time>/  attempts that failed, kept for inspection
+    damaged-<time>/ a result found damaged after it was complete, kept when it is replaced
     checkpoint/     per-epoch checkpoints while a run is in progress (resume)
 
 and of a group, ``results/launches/<experiment>/n<N>.json`` (the train rule's
 output) listing its members and their status.
 
-An attempt writes into ``.attempt-<pid>/``; only when every rank logged every epoch
-is it renamed to ``run/`` (replacing an older good one).  A failed attempt never
-touches ``run/``; its outcome says ``failed``.  Members whose ``run/`` is complete
-for the same config are not rerun (delete a run's directory to force it).
+**Attempts.**  An attempt writes into ``.attempt-<host>-<pid>/``; only when
+:func:`verify_run` finds it complete (every rank logged every epoch, every file parses)
+is it renamed to ``run/``.  A failed attempt never touches ``run/``.  Each failed run
+gets a ``kind`` (:data:`KINDS`):
 
-Retry: the train rule's ``params.retry`` is :func:`launch_retry_token`, read from the
-group's ``n<N>.retry.json`` (not a rule output, so Snakemake never deletes it).  A launch
-with a failed member writes a new token there; a successful one leaves it alone.  So
-Snakemake's params rerun trigger runs a failed group again on the next invocation,
-and a good one never.
+* ``config`` / ``diverged``: the runtime refused the config or training diverged; it
+  wrote ``error.json``.  Deterministic: not retried while the run's config is unchanged
+  (``outcome.json`` keeps the config's hash), still listed as failed.
+* ``crashed``: the run started (``STARTED`` marker) and its launch died or it is
+  incomplete.  ``timeout``: the run exceeded ``launcher.timeout_s`` (per run: the launch
+  is killed when the run it is on passes it; earlier runs of the launch stand, later
+  ones are ``not_started``; the launch's start-up has its own ``timeout_s``).
+* ``not_started``: the launch never reached it (no ``STARTED``).
+* ``damaged``: a complete result whose files were later found missing or unreadable.
+
+``crashed``, ``timeout``, ``not_started`` and ``damaged`` are retried on the next
+invocation, with resume from the run's checkpoint.
+
+**Retry.**  The train rule's ``params.retry`` is :func:`launch_retry_token`, read from the
+group's ``n<N>.retry.json`` (not a rule output, so Snakemake never deletes it).  A
+launch with a retryable failure writes a new token there, so Snakemake's params rerun
+trigger runs the group again on the next invocation, and a good group never.
+
+**Damage** is found at two points, and both persist it the same way
+(:func:`mark_damaged`: ``outcome.json`` becomes ``failed``/``damaged`` naming the file,
+``run/`` stays where it is, and the group gets a new retry token):
+
+1. when Snakemake evaluates the train rule's params (:func:`launch_retry_token`, every
+   invocation, also ``-n``): a cheap check of each member's ``outcome.json`` against the
+   manifest of file sizes it recorded when the run completed (a deleted or truncated
+   file, a corrupt ``outcome.json``);
+2. when rule collect reads a run (:mod:`distrepro_wf.collect`): the full check
+   (every line parses, every epoch on every rank).
+
+Persisting the mark (rather than computing it afresh) is what keeps the rerun trigger
+stable: once the run is repaired, the token does not change again.  The next launch of
+the group runs :func:`verify_run` on every member: a member whose ``run/`` is intact
+after all (e.g. only its ``run.json`` was damaged, which rule train rewrites) is reused
+and its outcome set back to ``ok``; a damaged ``run/`` is moved to ``damaged-<time>/``
+and the run is recomputed.  Nothing is deleted.
+
+**Interrupts.**  Stale ``.attempt-*``, ``.old-*`` and ``.plan-*.json`` of processes
+that are gone (killed invocations) are removed when their group next runs; those of a
+live process never.  If the Snakemake process that started the launch dies (``kill
+-9``), the launch is killed within a second (not left running beside the next
+invocation); its runs resume from their checkpoints next time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -39,30 +79,112 @@ from typing import Any
 
 from .launch import torchrun_command
 
+KINDS = ("config", "diverged", "crashed", "timeout", "not_started", "damaged")
+DETERMINISTIC = ("config", "diverged")  # not retried while the config is unchanged
+STARTED = "STARTED"  # == impls.runtime.trainer.STARTED (not imported: that would import torch here)
+OWNER_ENV = "DISTREPRO_SNAKEMAKE"  # "<host>:<pid>" of the Snakemake process that owns a launch
+POLL_S = 0.5
 
-def check_complete(attempt: Path, nodes: int, epochs: int) -> str | None:
-    """None if the attempt holds a complete run, else what is missing."""
-    if (attempt / "ERROR.txt").exists():
-        return (attempt / "ERROR.txt").read_text().strip()
-    for name in ("config.json", "provenance.json"):
-        if not (attempt / name).exists():
-            return f"{name} missing"
+
+def _host() -> str:
+    return socket.gethostname()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        pass
+    return True
+
+
+def _owned_by_dead_process(name: str, prefix: str) -> bool:
+    """``<prefix><host>-<pid>[.json]`` (or the older ``<prefix><pid>``) of a process that is gone."""
+    tag = name[len(prefix):].removesuffix(".json")
+    host, _, pid = tag.rpartition("-")
+    return pid.isdigit() and host in ("", _host()) and not pid_alive(int(pid))
+
+
+def remove_stale(dirs: list[Path]) -> list[Path]:
+    """Remove ``.attempt-*``/``.old-*`` dirs and ``.plan-*.json`` in ``dirs`` whose process is gone."""
+    removed = []
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for p in d.iterdir():
+            prefix = next((x for x in (".attempt-", ".old-", ".plan-") if p.name.startswith(x)), None)
+            if prefix and _owned_by_dead_process(p.name, prefix):
+                if p.is_dir():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+                removed.append(p)
+    return removed
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; the ValueError names the file and what is wrong with it."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path.name} missing") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path.name} unreadable ({e})") from None
+
+
+def verify_run(run_dir: Path) -> str | None:
+    """None if ``run_dir`` holds a complete run, else what is wrong (naming the file).
+
+    Complete: ``config.json``, ``provenance.json`` and ``runinfo.json`` parse, and for
+    every rank of ``config.json``'s ``nodes``, ``metrics/rank<r>.jsonl`` exists, every
+    line of it parses and it has an epoch record of every epoch of the workload.
+    """
+    if (run_dir / "error.json").exists() or (run_dir / "ERROR.txt").exists():
+        return error_of(run_dir)[1]
+    try:
+        cfg = read_json(run_dir / "config.json")
+        nodes, epochs = int(cfg["nodes"]), int(cfg["workload"]["epochs"])
+        read_json(run_dir / "provenance.json")
+        read_json(run_dir / "runinfo.json")
+    except (ValueError, KeyError, TypeError) as e:
+        return f"config.json lacks {e}" if isinstance(e, KeyError) else str(e)
     for r in range(nodes):
-        p = attempt / "metrics" / f"rank{r}.jsonl"
+        p = run_dir / "metrics" / f"rank{r}.jsonl"
         if not p.exists():
             return f"metrics of rank {r} missing"
         seen = set()
-        with open(p) as f:
-            for line in f:
+        with open(p, errors="replace") as f:
+            for i, line in enumerate(f, 1):
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError:
-                    return f"rank {r}: truncated metrics line"
-                if rec.get("kind") == "epoch":
-                    seen.add(rec["epoch"])
+                    if rec.get("kind") == "epoch":
+                        seen.add(rec["epoch"])
+                except (json.JSONDecodeError, AttributeError, KeyError):
+                    return f"metrics of rank {r}: line {i} unreadable ({p.name})"
         if seen != set(range(epochs)):
-            return f"rank {r} logged epochs {sorted(seen)} of {epochs}"
+            missing = sorted(set(range(epochs)) - seen)
+            return f"metrics of rank {r}: epochs {missing} missing (logged {sorted(seen)} of {epochs})"
     return None
+
+
+def error_of(attempt: Path) -> tuple[str, str]:
+    """(kind, message) of a run the runtime refused: ``error.json``, else ``ERROR.txt`` (config)."""
+    try:
+        err = json.loads((attempt / "error.json").read_text())
+        return err["kind"], err["message"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "config", (attempt / "ERROR.txt").read_text(errors="replace").strip()
+
+
+def manifest(run_dir: Path) -> dict[str, int]:
+    """{relative path: size} of every file of a complete run (the cheap damage check)."""
+    return {str(p.relative_to(run_dir)): p.stat().st_size for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def config_sha(cfg: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _tail(path: Path, n: int = 25) -> str:
@@ -72,20 +194,74 @@ def _tail(path: Path, n: int = 25) -> str:
         return ""
 
 
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
     tmp.write_text(json.dumps(obj, indent=2))
     os.replace(tmp, path)
 
 
-def is_current(run_dir: Path, cfg: dict[str, Any]) -> bool:
-    """True if ``run_dir`` already holds a complete, ok result of exactly ``cfg``."""
+def _keep_aside(path: Path, prefix: str) -> Path:
+    """Rename ``path`` to ``<prefix>-<time>`` beside it (a free name); return the new path."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    dest = path.with_name(f"{prefix}-{stamp}")
+    i = 1
+    while dest.exists():
+        dest, i = path.with_name(f"{prefix}-{stamp}.{i}"), i + 1
+    path.rename(dest)
+    return dest
+
+
+def read_outcome(run_dir: Path) -> dict[str, Any]:
+    """``outcome.json``, or a failed/damaged outcome naming the file if it is unreadable."""
     try:
-        outcome = json.loads((run_dir / "outcome.json").read_text())
-        done = json.loads((run_dir / "run" / "config.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return False
-    return outcome.get("status") == "ok" and done == cfg
+        out = read_json(run_dir / "outcome.json")
+        if not isinstance(out, dict) or "status" not in out:
+            raise ValueError("outcome.json unreadable (no status)")
+        return out
+    except ValueError as e:
+        return {"status": "failed", "kind": "damaged", "reason": f"damaged: {e}", "corrupt_outcome": True}
+
+
+def mark_damaged(run_dir: Path, reason: str, launch_path: Path | None) -> None:
+    """Record that a finished run is damaged (see the module docstring); idempotent.
+
+    ``outcome.json`` becomes failed/damaged (an unreadable one is first kept aside as
+    ``outcome.json.damaged-<time>``); ``run/`` is not touched; the group's retry token
+    changes so the next invocation repairs the run.
+    """
+    old = read_outcome(run_dir)
+    if old.get("kind") == "damaged" and not old.get("corrupt_outcome"):
+        return
+    if old.get("corrupt_outcome") and (run_dir / "outcome.json").exists():
+        _keep_aside(run_dir / "outcome.json", "outcome.json.damaged")
+        old = {}
+    new = {**old, "status": "failed", "kind": "damaged", "reason": reason, "damaged_at": _now()}
+    new.pop("corrupt_outcome", None)
+    run_dir.mkdir(parents=True, exist_ok=True)  # its whole directory may have been deleted
+    _write_json(run_dir / "outcome.json", new)
+    if launch_path is not None:
+        new_retry_token(launch_path, "damaged")
+
+
+def quick_damage(run_dir: Path) -> str | None:
+    """Cheap check of a member of the group's last launch (module docstring, point 1): the
+    reason if damaged (its files, or its whole directory, deleted or changed), else None."""
+    out = read_outcome(run_dir)
+    if out.get("corrupt_outcome"):
+        return out["reason"]
+    if out.get("status") != "ok":
+        return None
+    for rel, size in (out.get("files") or {}).items():
+        p = run_dir / out.get("run_dir", "run") / rel
+        if not p.exists():
+            return f"damaged: {rel} missing"
+        if p.stat().st_size != size:
+            return f"damaged: {rel} changed size ({p.stat().st_size} of {size} bytes)"
+    return None
 
 
 def write_run_configs(members: dict[str, dict[str, Any]]) -> list[Path]:
@@ -94,7 +270,11 @@ def write_run_configs(members: dict[str, dict[str, Any]]) -> list[Path]:
     for run_dir, cfg in members.items():
         p = Path(run_dir) / "run.json"
         text = json.dumps(cfg, indent=2, sort_keys=True)
-        if not p.exists() or p.read_text() != text:
+        try:
+            same = p.read_text() == text
+        except (OSError, UnicodeDecodeError):
+            same = False
+        if not same:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
         paths.append(p)
@@ -105,73 +285,206 @@ def _retry_path(launch_path: str | Path) -> Path:
     return Path(launch_path).with_suffix(".retry.json")
 
 
+def new_retry_token(launch_path: str | Path, why: str) -> None:
+    _write_json(_retry_path(launch_path), {"token": f"retry-{why}-{_now()}-{os.getpid()}-{time.time_ns()}"})
+
+
 def launch_retry_token(launch_path: str | Path) -> str:
+    """The train rule's ``params.retry`` of a group; first marks its damaged members (docstring)."""
+    try:
+        members = json.loads(Path(launch_path).read_text())["members"]
+    except (OSError, ValueError, KeyError, TypeError):
+        members = []
+    for m in members:
+        run_dir = Path(m["run"])
+        reason = quick_damage(run_dir)
+        if reason:
+            mark_damaged(run_dir, reason, launch_path)
     try:
         return json.loads(_retry_path(launch_path).read_text())["token"]
-    except (OSError, json.JSONDecodeError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
         return ""
+
+
+def plan_member(config_path: Path) -> dict[str, Any]:
+    """A member of a launch, and whether it needs to run (``skip``: reuse its outcome)."""
+    run_dir, cfg = config_path.parent, json.loads(config_path.read_text())
+    m = {"dir": run_dir, "config_path": config_path, "cfg": cfg, "skip": False}
+    out = read_outcome(run_dir) if (run_dir / "outcome.json").exists() else {}
+    if out.get("status") == "failed" and out.get("kind") in DETERMINISTIC and out.get("config_sha") == config_sha(cfg):
+        m.update(skip=True, status="failed", kind=out["kind"])  # deterministic: same config, same failure
+        return m
+    if not (out.get("status") == "ok" or out.get("kind") == "damaged") or not (run_dir / "run").exists():
+        return m
+    try:
+        same = read_json(run_dir / "run" / "config.json") == cfg
+    except ValueError:
+        same = False
+    damage = verify_run(run_dir / "run") if same else None
+    if same and damage is None:
+        if out.get("status") != "ok":  # marked damaged, but run/ is intact (e.g. only run.json was): reuse
+            _write_json(run_dir / "outcome.json", {**ok_outcome(run_dir / "run", out.get("log", "")),
+                                                    "repaired_at": _now(), "was": out.get("reason")})
+        m.update(skip=True, status="ok")
+    elif same:
+        m["damaged"] = f"damaged: {damage}"  # recompute; the damaged run/ is kept aside
+    return m
+
+
+def ok_outcome(run: Path, log: str) -> dict[str, Any]:
+    return {"status": "ok", "run_dir": run.name, "files": manifest(run), "log": log, "finished_at": _now()}
+
+
+class Aborted(RuntimeError):
+    """The launch was killed because this job is being stopped (signal, or Snakemake is gone)."""
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Stop a launch and every process it started (its own session)."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _owner_gone() -> bool:
+    host, _, pid = os.environ.get(OWNER_ENV, "").rpartition(":")
+    return host == _host() and pid.isdigit() and not pid_alive(int(pid))
+
+
+def _raise_aborted(signum, frame):
+    raise Aborted(f"stopped by signal {signum}")
+
+
+def _watch(proc: subprocess.Popen, todo: list[dict[str, Any]], timeout_s: float) -> tuple[int | None, float | None]:
+    """Wait for the launch; kill it if the run it is on exceeds ``timeout_s``.
+
+    A run's clock starts at its ``STARTED`` marker; the launch's start-up (process start,
+    rendezvous, until the first marker) has a clock of its own, also ``timeout_s``, and a
+    start-up that exceeds it times out the first run.  Returns the index in ``todo`` of the
+    run that timed out and how long it had run, or (None, None).  Raises
+    :class:`Aborted` (after killing the launch) on SIGTERM / SIGINT or if the owning
+    Snakemake process is gone.
+    """
+    current, since = -1, time.time()
+    old = {s: signal.signal(s, _raise_aborted) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while proc.poll() is None:
+            time.sleep(POLL_S)
+            started = [i for i, m in enumerate(todo) if (m["attempt"] / STARTED).exists()]
+            if started and started[-1] != current:
+                current, since = started[-1], time.time()
+            if time.time() - since > timeout_s:
+                ran = time.time() - since
+                _kill(proc)
+                return max(current, 0), ran  # -1: in start-up, charged to the first run
+            if _owner_gone():
+                raise Aborted("the Snakemake process that started this launch is gone")
+        return None, None
+    except BaseException:
+        _kill(proc)
+        raise
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def classify_failure(attempt: Path, rc: int, timed_out: bool, earlier_failed: bool,
+                     timeout_s: float) -> tuple[str, str]:
+    """(kind, reason) of an attempt that is not a complete run (kinds: module docstring).
+
+    ``rc``: the launch's exit code; ``timed_out``: the launch was killed while on this
+    run; ``earlier_failed``: an earlier run of the same launch failed.
+    """
+    if (attempt / "error.json").exists() or (attempt / "ERROR.txt").exists():
+        return error_of(attempt)
+    started = (attempt / STARTED).exists()
+    if timed_out:
+        what = verify_run(attempt) if started else "the launch's start-up did not reach it"
+        return "timeout", f"timed out after {timeout_s:g} s (launcher.timeout_s, per run): {what}"
+    if not started:
+        why = "an earlier run of the launch failed" if earlier_failed else f"the launch failed (exit code {rc})"
+        return "not_started", f"not started: {why}"
+    missing = verify_run(attempt)
+    return "crashed", f"torchrun exited with code {rc}: {missing}" if rc else f"incomplete: {missing}"
 
 
 def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, launcher: dict[str, Any],
                   env: dict[str, str] | None = None) -> dict[str, Any]:
-    members = []
-    for p in map(Path, run_cfg_paths):
-        cfg = json.loads(p.read_text())
-        members.append({"dir": p.parent, "config_path": p, "cfg": cfg, "skip": is_current(p.parent, cfg)})
-    todo = [m for m in members if not m["skip"]]
+    """Run the members of a launch group that need it; write every outcome and the launch record."""
+    members = [plan_member(Path(p)) for p in run_cfg_paths]
     if len({m["cfg"]["nodes"] for m in members}) > 1:
         raise ValueError("a launch group must share one node count")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     launch_path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale([launch_path.parent, *(m["dir"] for m in members)])
+    todo = [m for m in members if not m["skip"]]
+    tag = f"{_host()}-{os.getpid()}"
     t0 = time.time()
-    rc, reason = 0, None
+    rc, timed_out, ran_s = 0, None, None
+    timeout_s = float(launcher.get("timeout_s", 3600))
     if todo:
         for m in todo:
-            m["attempt"] = m["dir"] / f".attempt-{os.getpid()}"
+            m["attempt"] = m["dir"] / f".attempt-{tag}"
             shutil.rmtree(m["attempt"], ignore_errors=True)
             m["attempt"].mkdir(parents=True)
-        plan = launch_path.parent / f".plan-{os.getpid()}.json"
+        plan = launch_path.parent / f".plan-{tag}.json"
         plan.write_text(json.dumps([{"config": str(m["config_path"]), "out": str(m["attempt"]),
                                      "checkpoint_dir": str(m["dir"] / "checkpoint")} for m in todo], indent=2))
         cmd = torchrun_command(todo[0]["cfg"]["nodes"], str(plan), launcher)
-        timeout = float(launcher.get("timeout_s", 3600)) * len(todo)
         with open(log_path, "a") as log:
             log.write(f"$ {' '.join(cmd)}\n")
             log.flush()
-            try:
-                rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
-                                    env={**os.environ, **(env or {})}).returncode
-                reason = None if rc == 0 else f"torchrun exited with code {rc}"
-            except subprocess.TimeoutExpired:
-                rc, reason = -1, f"timed out after {timeout:.0f} s"
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                    env={**os.environ, **(env or {})})
+            timed_out, ran_s = _watch(proc, todo, timeout_s)
+            rc = proc.wait()
         plan.unlink(missing_ok=True)
     status = []
-    for m in members:
-        if m["skip"]:
-            status.append({"run": str(m["dir"]), "status": "ok", "reused": True})
-            continue
-        missing = check_complete(m["attempt"], m["cfg"]["nodes"], m["cfg"]["workload"]["epochs"])
-        outcome = {"status": "ok" if missing is None else "failed", "returncode": rc,
-                   "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "log": str(log_path),
+    earlier_failed = False
+    for i, m in enumerate(todo):
+        missing = verify_run(m["attempt"])
+        outcome = {"returncode": rc, "finished_at": _now(), "log": str(log_path),
                    "group_duration_s": round(time.time() - t0, 3)}
         if missing is None:
-            final, old = m["dir"] / "run", m["dir"] / f".old-{os.getpid()}"
+            final = m["dir"] / "run"
             if final.exists():
-                final.rename(old)
+                if m.get("damaged"):
+                    _keep_aside(final, "damaged")
+                else:
+                    final.rename(m["dir"] / f".old-{tag}")
             m["attempt"].rename(final)
-            shutil.rmtree(old, ignore_errors=True)
+            shutil.rmtree(m["dir"] / f".old-{tag}", ignore_errors=True)
             shutil.rmtree(m["dir"] / "checkpoint", ignore_errors=True)
-            outcome["run_dir"] = "run"
+            outcome.update(ok_outcome(final, str(log_path)))
         else:
-            kept = m["dir"] / time.strftime("failed-%Y%m%dT%H%M%S")
-            m["attempt"].rename(kept)
-            outcome.update(reason=f"{reason}: {missing}" if reason else missing, attempt_dir=kept.name,
-                           log_tail=_tail(log_path))
+            kind, reason = classify_failure(m["attempt"], rc, timed_out == i, earlier_failed, timeout_s)
+            earlier_failed = True
+            if (m["attempt"] / STARTED).exists():
+                kept = _keep_aside(m["attempt"], "failed")
+            else:
+                shutil.rmtree(m["attempt"])  # empty: the launch never reached it
+                kept = None
+            outcome.update(status="failed", kind=kind, reason=reason, config_sha=config_sha(m["cfg"]),
+                           attempt_dir=kept.name if kept else None, log_tail=_tail(log_path))
+            if m.get("damaged"):
+                outcome["was"] = m["damaged"]
+            if kind == "timeout":
+                outcome["killed_after_s"] = round(ran_s, 1)
         _write_json(m["dir"] / "outcome.json", outcome)
-        status.append({"run": str(m["dir"]), "status": outcome["status"], "reused": False})
+        m["status"], m["kind"] = outcome["status"], outcome.get("kind")
+    for m in members:
+        status.append({"run": str(m["dir"]), "status": m["status"], "reused": m["skip"],
+                       **({"kind": m["kind"]} if m.get("kind") else {})})
     launch = {"members": status, "returncode": rc, "duration_s": round(time.time() - t0, 3),
-              "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    if any(s["status"] != "ok" for s in status):
-        _write_json(_retry_path(launch_path), {"token": f"retry-after-{launch['finished_at']}-{os.getpid()}"})
+              "finished_at": _now()}
+    if any(m.get("kind") not in (None, *DETERMINISTIC) for m in todo):
+        new_retry_token(launch_path, "failed")
     _write_json(launch_path, launch)
     return launch

@@ -4,5 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# a --configfile's YAML syntax error, named with its file and line before Snakemake reads it
+.venv/bin/python -m distrepro_wf.precheck "$@"
 .venv/bin/snakemake --profile workflows/profiles/local "$@"
 echo "report: $(pwd)/reports/index.html"

@@ -1,7 +1,6 @@
 """Tier 2: real multi-process gloo runs of allreduce_sgd against the serial reference."""
 
 import pytest
-import torch
 
 from conftest import make_config
 

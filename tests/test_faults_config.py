@@ -212,3 +212,13 @@ def test_the_reproduce_precheck_names_the_file_and_line_of_a_yaml_syntax_error(t
     assert proc.returncode == 1
     assert proc.stderr.strip().startswith(f"invalid configuration: {bad}: YAML syntax error: line 3, column 1")
     assert main(["--cores", "2"]) == 0
+
+
+def test_ranks_far_beyond_the_cores_are_warned_about():
+    from distrepro_wf.config import Run, oversubscription_warnings
+
+    runs = [Run("a", "m", 8, "none", 1), Run("a", "m", 2, "none", 1), Run("b", "m", 4, "none", 1)]
+    assert oversubscription_warnings(runs, cores=2) == [
+        "experiment 'a' starts 8 ranks on 2 core(s) (4 per core): its time metrics measure oversubscription "
+        "of this machine, not the method"]
+    assert oversubscription_warnings(runs, cores=4) == []

@@ -6,7 +6,9 @@
 
 # the benchmark tables (rule bench, bench.smk); the report shows those that exist
 BENCH_TABLES = [f"results/bench/{n}.csv" for n in ("allreduce_vs_ddp", "max_ranks", "step_time_vs_allreduce")]
-FIGURES = ["loss_vs_epoch", "acc_vs_wall", "epoch_time_vs_nodes", "straggler_sensitivity", "to_target"]
+from distrepro_wf.plots import FIGURES as FIGURE_FUNCTIONS
+
+FIGURES = list(FIGURE_FUNCTIONS)  # a figure = a function there + its caption in ../report/captions/<name>.rst
 REPORT_PAGES = PAPERS + [HARNESS_PAGE]
 
 

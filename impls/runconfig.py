@@ -29,6 +29,16 @@ from .straggler import StragglerConfig, straggler_config
 
 
 @dataclass
+class TargetConfig:
+    """``workload.target``: the quality a run must reach for time-to-target (MLPerf's speed
+    measure): an epoch metric of the workload's task and its value, e.g. ``{metric: acc/val,
+    value: 0.9}`` (reached from below) or ``{metric: opt/gap, value: 1.0e-4}`` (from above)."""
+
+    metric: str
+    value: float
+
+
+@dataclass
 class WorkloadConfig:
     dataset: dict[str, Any] = field(default_factory=dict)  # classification's (impls.data)
     model: dict[str, Any] = field(default_factory=dict)  # classification's (impls.models)
@@ -37,11 +47,14 @@ class WorkloadConfig:
     epochs: int = field(default=5, metadata={"min": 1})
     optimizer: dict[str, Any] = field(default_factory=dict)
     schedule: dict[str, Any] = field(default_factory=dict)
-    target_acc: float | None = field(default=None, metadata={"min": 0, "max": 1})  # for time-to-accuracy
+    target: dict[str, Any] | None = None  # {metric: acc/val, value: 0.9}: time / epochs / bytes to reach it
     eval_ranks: str = field(default="all", metadata={"choices": ("all", "zero")})
     max_steps_per_epoch: int | None = field(default=None, metadata={"min": 1})
     loader_workers: int = field(default=0, metadata={"min": 0})
 
+    def validate(self, key: str) -> None:
+        if self.target is not None:
+            from_dict(TargetConfig, self.target, f"{key}.target")
 
 
 @dataclass
@@ -128,5 +141,8 @@ def check_workload(wl: WorkloadConfig, nodes: int, seed: int, cache: dict[str, A
     except Exception as e:  # a wrong value type or an impossible shape: say which model
         raise ConfigError("workload.model", f"cannot build model {wl.model.get('name')!r}: "
                                             f"{type(e).__name__}: {e}") from None
+    if wl.target is not None and wl.target["metric"] not in task.metrics:
+        raise ConfigError("workload.target.metric", f"{wl.target['metric']!r} is not a metric of task "
+                                                    f"{type(task).__name__}; allowed: {', '.join(task.metrics)}")
     if task.train is not None:
         build_sampler(wl.dataset.get("partition"), task.train, wl.batch_size, 0, nodes, seed)

@@ -23,7 +23,7 @@ from distrepro_wf import published as wfpublished
 from distrepro_wf.collect import KEYS, summarize, write_atomic
 
 WORKLOAD = {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]}, "batch_size": 16, "epochs": 4,
-            "target_acc": 0.8}
+            "target": {"metric": "acc/val", "value": 0.8}}
 
 CONFIG: dict[str, Any] = {
     "experiments": {
@@ -87,7 +87,8 @@ def build_tables(tables_dir: Path, config: dict[str, Any] = CONFIG) -> None:
                 t = _epochs(key, seed)
                 epochs.append(t)
                 info = dict(zip(KEYS, (e, key[1], key[2], key[3], seed))) | {
-                    "status": "ok", "algorithm": key[1], "target_acc": WORKLOAD["target_acc"],
+                    "status": "ok", "algorithm": key[1], "target_metric": "acc/val",
+                    "target_value": WORKLOAD["target"]["value"],
                     "epochs": WORKLOAD["epochs"], "config_hash": f"{seed:016x}", "git_commit": "abc1234",
                     "host": "fixture-host", "torch": "2.14.1", "python": "3.11.7",
                     "started_at": "2026-01-01T00:00:00+0000", "steps_per_epoch": 10, "params": 1234,

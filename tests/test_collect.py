@@ -20,7 +20,7 @@ import pytest
 from conftest import make_config
 
 from distrepro_wf import runs, session
-from distrepro_wf.collect import collect, failure_summary, write_atomic
+from distrepro_wf.collect import collect, failure_summary, summarize, write_atomic
 from impls.metrics import MetricsWriter
 from impls.runtime import trainer
 
@@ -43,7 +43,8 @@ EPOCHS = {
 
 
 def run_cfg(seed: int, target_acc: float = 0.7) -> dict:
-    return make_config("allreduce_sgd", 2, seed=seed, experiment="exp", workload={"target_acc": target_acc})
+    return make_config("allreduce_sgd", 2, seed=seed, experiment="exp",
+                       workload={"target": {"metric": "acc/val", "value": target_acc}})
 
 
 def write_run(root: Path, seed: int, target_acc: float = 0.7) -> Path:
@@ -310,3 +311,16 @@ def test_failure_summary(tmp_path):
         "  exp/sgp/n8/none/seed1  [not_started, retried next time]  "
         "not started: an earlier run of the launch failed  (log: L8)")
     assert failure_summary(tmp_path, ["ok"]) == ""
+
+
+def test_a_target_on_a_lower_is_better_metric_is_reached_from_above():
+    """A finite-sum run's target names opt/gap: reached at the first epoch whose gap is <= it."""
+    t = pd.DataFrame({"epoch": [0, 1, 2, 3], "opt/gap": [1e-1, 5e-4, 8e-5, 2e-5], "loss/train": [1.0, 0.5, 0.4, 0.3],
+                      "loss/objective": [2.0, 1.9, 1.8, 1.8], "time/wall_s": [1.0, 2.0, 3.0, 4.0],
+                      "time/epoch_s": [1.0] * 4, "comm/bytes_sent": [10.0, 20.0, 30.0, 40.0]})
+    info = {"target_metric": "opt/gap", "target_value": 1e-4, "steps_per_epoch": 5}
+    row = summarize(info, t)
+    assert (row["epochs_to_target"], row["time_to_target_s"], row["bytes_to_target"]) == (3, 3.0, 60.0)
+    assert row["final_gap"] == 2e-5 and row["final_objective"] == 1.8 and pd.isna(row["final_acc"])
+    never = summarize({**info, "target_value": 1e-6}, t)
+    assert pd.isna(never["epochs_to_target"]) and pd.isna(never["time_to_target_s"])

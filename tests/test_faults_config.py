@@ -112,7 +112,10 @@ CASES = [
     ("batch_larger_than_dataset", _set(f"{WL}.batch_size", 1000), f"{WL}.batch_size",
      "fewer than one global batch (1000 per worker x 2 workers)"),
     ("max_steps_zero", _set(f"{WL}.max_steps_per_epoch", 0), f"{WL}.max_steps_per_epoch", "must be >= 1"),
-    ("target_acc_above_one", _set(f"{WL}.target_acc", 1.5), f"{WL}.target_acc", "greater than the maximum of 1"),
+    ("target_metric_not_the_tasks", _set(f"{WL}.target", {"metric": "opt/gap", "value": 1e-4}),
+     f"{WL}.target.metric", "'opt/gap' is not a metric of task Classification; allowed: acc/val, loss/val"),
+    ("target_value_nan", _set(f"{WL}.target", {"metric": "acc/val", "value": math.nan}), f"{WL}.target.value",
+     "must be a finite number"),
     ("loader_workers_negative", _set(f"{WL}.loader_workers", -1), f"{WL}.loader_workers", "must be >= 0"),
     # 7. an error in a method's workload_overrides points at the override, not at workloads.
     ("override_typo", _set(f"{M}.sgp.workload_overrides", {"optimizer": {"lrr": 0.1}}),

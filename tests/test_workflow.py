@@ -25,7 +25,8 @@ TINY = {
     },
     "workloads": {
         "tiny": {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]}, "batch_size": 16,
-                 "epochs": 2, "max_steps_per_epoch": 8, "optimizer": {"lr": 0.1}, "target_acc": 0.2},
+                 "epochs": 2, "max_steps_per_epoch": 8, "optimizer": {"lr": 0.1},
+                 "target": {"metric": "acc/val", "value": 0.2}},
     },
     "stragglers": {"none": {"kind": "none"}},
     "launcher": {"kind": "local", "timeout_s": 300},

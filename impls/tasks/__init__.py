@@ -38,6 +38,8 @@ class Task:
     #: the metric that targets, time-to-target and claims read by default, and its direction
     primary_metric: ClassVar[str]
     higher_is_better: ClassVar[bool]
+    #: the keys :meth:`evaluate` returns (what a workload's ``target`` may name)
+    metrics: ClassVar[tuple[str, ...]]
 
     def __init__(self, cfg: Any, workload: Any, device: torch.device):
         self.cfg, self.workload, self.device = cfg, workload, device

@@ -28,6 +28,7 @@ class Classification(Task):
     Config = ClassificationConfig
     primary_metric = "acc/val"
     higher_is_better = True
+    metrics = ("acc/val", "loss/val")
 
     def build_data(self, probe: bool = False) -> None:
         for k in ("dataset", "model"):

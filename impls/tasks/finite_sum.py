@@ -58,6 +58,7 @@ class FiniteSum(Task):
     Config = FiniteSumConfig
     primary_metric = "opt/gap"
     higher_is_better = False
+    metrics = ("opt/gap", "loss/objective")
 
     def build_data(self, probe: bool = False) -> None:
         c = self.cfg

@@ -1,10 +1,21 @@
-"""The metric catalogue: what a claim, a table or a figure may name, in one place.
+"""The metric catalogue: every metric the tables, claims, plots and report name, in one place.
 
-Each entry names a column of ``results/tables/<experiment>/runs.csv`` (written by
-:func:`distrepro_wf.collect.summarize`), its label and unit for people, and the factor
-that turns the column's value into that unit.  ``distrepro_wf.published`` refuses a claim
-whose ``metric`` is not here; the claims and the report read labels and units from here.
-Adding a metric: a column in ``summarize`` and one line here.
+Two levels, read by :mod:`distrepro_wf.collect` (aggregation and summaries), the claims
+(:mod:`distrepro_wf.published` refuses a claim whose metric is not in :data:`METRICS`;
+labels and units come from here), the plots and the report:
+
+* :data:`EPOCH`: a key of the runtime's epoch records (``impls/metrics.py``) -> how the
+  worker ranks' values become the run's value for that epoch (``mean``: losses,
+  accuracies, bytes per rank; ``max``: times, since a synchronous epoch lasts as long as
+  its slowest rank) and which direction is better (what a target means for it).
+* :data:`METRICS`: a column of ``results/tables/<experiment>/runs.csv`` -> its label and
+  unit for people, the factor into that unit, and how :func:`distrepro_wf.collect.summarize`
+  computes it from the run's epoch table: ``(epoch key, reducer)`` with ``last``, ``max``,
+  ``min`` or ``mean`` over epochs, or ``None`` for the few computed there by hand (per step,
+  to target).
+
+Adding a metric: the runtime logs its key (one line in :data:`EPOCH`), and a run-level
+column is one line in :data:`METRICS`; collect, claims, plots and report follow.
 """
 
 from __future__ import annotations
@@ -13,31 +24,76 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class EpochMetric:
+    across: str  # aggregation over worker ranks: mean | max | min
+    higher_is_better: bool | None = None
+
+
+EPOCH: dict[str, EpochMetric] = {
+    "loss/train": EpochMetric("mean", False),
+    "loss/val": EpochMetric("mean", False),
+    "acc/val": EpochMetric("mean", True),
+    "loss/objective": EpochMetric("mean", False),
+    "opt/gap": EpochMetric("mean", False),
+    "comm/bytes_sent": EpochMetric("mean"),
+    "comm/bytes_recv": EpochMetric("mean"),
+    "consensus/distance": EpochMetric("mean"),
+    "time/epoch_s": EpochMetric("max"),
+    "time/wall_s": EpochMetric("max"),
+    "time/compute_s": EpochMetric("max"),
+    "time/comm_s": EpochMetric("max"),
+    "time/straggler_delay_s": EpochMetric("max"),
+    "time/net_delay_s": EpochMetric("max"),
+    "time/net_emulated_s": EpochMetric("max"),
+}
+#: per-epoch columns derived over ranks from another key: the worst rank's accuracy
+EPOCH_DERIVED = {"acc/val_min": ("acc/val", "min")}
+
+
+@dataclass(frozen=True)
 class Metric:
     label: str
     unit: str
     column: str
     scale: float = 1.0  # display value = column value * scale
+    source: tuple[str, str] | None = None  # (epoch key, reducer over epochs); None: computed by collect
 
-
-#: The metrics a claim may name: a column of results/tables/<experiment>/runs.csv
-#: (see distrepro_wf.collect.summarize) shown in ``unit`` after multiplying by ``scale``.
 
 METRICS: dict[str, Metric] = {
-    "final_acc": Metric("final validation top-1", "%", "final_acc", 100.0),
-    "best_acc": Metric("best validation top-1", "%", "best_acc", 100.0),
-    "final_train_loss": Metric("final training loss", "", "final_train_loss"),
-    "final_val_loss": Metric("final validation loss (all classes)", "", "final_val_loss"),
-    "time_per_epoch_s": Metric("time per epoch", "s", "time_per_epoch_s"),
+    "final_acc": Metric("final validation top-1", "%", "final_acc", 100.0, ("acc/val", "last")),
+    "best_acc": Metric("best validation top-1", "%", "best_acc", 100.0, ("acc/val", "max")),
+    "final_train_loss": Metric("final training loss", "", "final_train_loss", source=("loss/train", "last")),
+    "final_val_loss": Metric("final validation loss (all classes)", "", "final_val_loss",
+                             source=("loss/val", "last")),
+    "final_objective": Metric("final objective F(x)", "", "final_objective", source=("loss/objective", "last")),
+    "final_gap": Metric("final suboptimality F(x) - F(x*)", "", "final_gap", source=("opt/gap", "last")),
+    "time_per_epoch_s": Metric("time per epoch", "s", "time_per_epoch_s", source=("time/epoch_s", "mean")),
     "time_per_step_s": Metric("time per step", "s", "time_per_step_s"),
-    "wall_s": Metric("wall-clock time of the run", "s", "wall_s"),
+    "wall_s": Metric("wall-clock time of the run", "s", "wall_s", source=("time/wall_s", "last")),
     "wall_h": Metric("wall-clock time of the run", "h", "wall_s", 1 / 3600),
-    "bytes_sent_per_epoch": Metric("bytes sent per epoch per rank", "B", "bytes_sent_per_epoch"),
+    "bytes_sent_per_epoch": Metric("bytes sent per epoch per rank", "B", "bytes_sent_per_epoch",
+                                   source=("comm/bytes_sent", "mean")),
     "bytes_per_step": Metric("bytes sent per step per rank", "B", "bytes_per_step"),
-    "comm_s_per_epoch": Metric("communication time per epoch", "s", "comm_s_per_epoch"),
-    "straggler_delay_s_per_epoch": Metric("straggler delay per epoch", "s", "straggler_delay_s_per_epoch"),
-    "time_to_target_s": Metric("wall-clock time to the target accuracy", "s", "time_to_target_s"),
-    "epochs_to_target": Metric("epochs to the target accuracy", "epochs", "epochs_to_target"),
-    "bytes_to_target": Metric("bytes sent per rank to the target accuracy", "B", "bytes_to_target"),
-    "final_consensus_distance": Metric("final consensus distance", "", "final_consensus_distance"),
+    "compute_s_per_epoch": Metric("compute time per epoch", "s", "compute_s_per_epoch",
+                                  source=("time/compute_s", "mean")),
+    "comm_s_per_epoch": Metric("communication time per epoch", "s", "comm_s_per_epoch",
+                               source=("time/comm_s", "mean")),
+    "net_emulated_s_per_epoch": Metric("emulated network time per epoch", "s", "net_emulated_s_per_epoch",
+                                       source=("time/net_emulated_s", "mean")),
+    "straggler_delay_s_per_epoch": Metric("straggler delay per epoch", "s", "straggler_delay_s_per_epoch",
+                                          source=("time/straggler_delay_s", "mean")),
+    "time_to_target_s": Metric("wall-clock time to the target", "s", "time_to_target_s"),
+    "epochs_to_target": Metric("epochs to the target", "epochs", "epochs_to_target"),
+    "bytes_to_target": Metric("bytes sent per rank to the target", "B", "bytes_to_target"),
+    "final_consensus_distance": Metric("final consensus distance", "", "final_consensus_distance",
+                                       source=("consensus/distance", "last")),
 }
+
+
+def better_direction(key: str) -> bool:
+    """True if a higher value of epoch metric ``key`` is better (a target is reached from below)."""
+    m = EPOCH.get(key)
+    if m is None or m.higher_is_better is None:
+        raise KeyError(f"{key!r} has no better direction; metrics with one: "
+                       f"{', '.join(k for k, v in EPOCH.items() if v.higher_is_better is not None)}")
+    return m.higher_is_better

@@ -1,11 +1,13 @@
 """Metrics JSONL -> tidy pandas tables.  Only runs whose outcome is ``ok`` enter them.
 
-* ``epochs``: one row per (run, epoch), aggregated over ranks: losses, accuracy and
-  bytes are means over ranks; times are the maximum over ranks (a synchronous epoch
-  lasts as long as its slowest rank).
-* ``runs``: one row per run: final / best validation accuracy, time per epoch and per
-  step, time to the workload's target accuracy, bytes per epoch and per step (steps per
-  epoch from ``run/runinfo.json``), final consensus distance, with provenance.
+* ``epochs``: one row per (run, epoch), aggregated over ranks as the metric catalogue
+  says (:data:`distrepro_wf.catalogue.EPOCH`: losses, accuracy and bytes are means over
+  ranks; times are the maximum over ranks, since a synchronous epoch lasts as long as its
+  slowest rank).
+* ``runs``: one row per run: every column of :data:`distrepro_wf.catalogue.METRICS`
+  (final / best accuracy or suboptimality, time per epoch and per step, bytes per epoch
+  and per step with steps per epoch from ``run/runinfo.json``, time / epochs / bytes to
+  the workload's target, which names its metric), with provenance.
 * ``failed``: one row per run that failed, with its ``kind`` (config, diverged, crashed,
   timeout, not_started, damaged; see :mod:`distrepro_wf.runs`) and reason.  An ``ok``
   outcome is not trusted: a run whose files are missing or unreadable is ``damaged``.
@@ -27,18 +29,23 @@ import pandas as pd
 from impls.metrics import read_jsonl
 
 from . import runs
+from .catalogue import EPOCH, EPOCH_DERIVED, METRICS, better_direction
 
 KEYS = ["experiment", "method", "nodes", "straggler", "seed"]
 FAILED_COLS = KEYS + ["kind", "reason", "returncode", "log", "attempt_dir"]
-MEAN_COLS = ["loss/train", "loss/val", "acc/val", "comm/bytes_sent", "comm/bytes_recv", "consensus/distance"]
-MAX_COLS = ["time/epoch_s", "time/wall_s", "time/compute_s", "time/comm_s", "time/straggler_delay_s",
-            "time/net_delay_s"]
 
 
 def _ident(run_dir: Path) -> dict:
-    # .../runs/<experiment>/<method>/n<N>/<straggler>/seed<S>/
-    p = Path(run_dir).parts
-    return {"experiment": p[-5], "method": p[-4], "nodes": int(p[-3][1:]), "straggler": p[-2], "seed": int(p[-1][4:])}
+    """The run's identity, from its ``run.json`` (the config rule train wrote); only a run
+    whose run.json is unreadable is named from its directory, to list it as damaged."""
+    try:
+        cfg = runs.read_json(Path(run_dir) / "run.json")
+        return {"experiment": cfg["experiment"], "method": cfg["method"], "nodes": int(cfg["nodes"]),
+                "straggler": cfg["straggler_name"], "seed": int(cfg["seed"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        p = Path(run_dir).parts  # .../runs/<experiment>/<method>/n<N>/<straggler>/seed<S>/
+        return {"experiment": p[-5], "method": p[-4], "nodes": int(p[-3][1:]), "straggler": p[-2],
+                "seed": int(p[-1][4:])}
 
 
 def _read_metrics(run_dir: Path, nodes: int) -> list[dict]:
@@ -83,16 +90,18 @@ def _load_ok(ident: dict, run_dir: Path) -> tuple[dict, pd.DataFrame]:
     runinfo = runs.read_json(run_dir / "runinfo.json")
     prov = runs.read_json(run_dir / "provenance.json")
     ep = pd.DataFrame([r for r in _read_metrics(run_dir, int(cfg["nodes"])) if r["kind"] == "epoch"])
-    agg = {c: "mean" for c in MEAN_COLS if c in ep} | {c: "max" for c in MAX_COLS if c in ep}
-    if "acc/val" in ep:
-        ep["acc/val_min"] = ep["acc/val"]
-        agg["acc/val_min"] = "min"
+    agg = {k: m.across for k, m in EPOCH.items() if k in ep}
+    for derived, (key, how) in EPOCH_DERIVED.items():
+        if key in ep:
+            ep[derived] = ep[key]
+            agg[derived] = how
     table = ep.groupby("epoch", as_index=False).agg(agg)
     table["step"] = ep.groupby("epoch")["step"].max().values
     for k, v in ident.items():
         table[k] = v
     info = {**ident, "status": "ok", "algorithm": cfg["algorithm"]["name"],
-            "target_acc": cfg["workload"].get("target_acc"), "epochs": cfg["workload"]["epochs"],
+            "target_metric": (cfg["workload"].get("target") or {}).get("metric"),
+            "target_value": (cfg["workload"].get("target") or {}).get("value"), "epochs": cfg["workload"]["epochs"],
             "config_hash": prov["config_hash"], "git_commit": prov["git_commit"], "host": prov["host"],
             "torch": prov["versions"].get("torch"), "python": prov["versions"].get("python"),
             "started_at": prov["started_at"], "steps_per_epoch": runinfo.get("steps_per_epoch"),
@@ -101,26 +110,26 @@ def _load_ok(ident: dict, run_dir: Path) -> tuple[dict, pd.DataFrame]:
     return info, table
 
 
+_REDUCE = {"last": lambda s: s.iloc[-1], "max": pd.Series.max, "min": pd.Series.min, "mean": pd.Series.mean}
+
+
 def summarize(info: dict, t: pd.DataFrame) -> dict:
+    """The run's row of runs.csv from its epoch table ``t``: every catalogue metric with a
+    source (NaN where the run has no such key: e.g. accuracy for a finite-sum task), then
+    the per-step and to-target columns."""
     row = dict(info)
-    row["final_acc"] = float(t["acc/val"].iloc[-1]) if "acc/val" in t else np.nan
-    row["best_acc"] = float(t["acc/val"].max()) if "acc/val" in t else np.nan
-    row["final_train_loss"] = float(t["loss/train"].iloc[-1])
-    # loss of the (mean over ranks of the) local models on all classes: with label-partitioned
-    # data each rank's training loss covers only its own classes, this is the global objective
-    row["final_val_loss"] = float(t["loss/val"].iloc[-1]) if "loss/val" in t else np.nan
-    row["time_per_epoch_s"] = float(t["time/epoch_s"].mean())
-    row["wall_s"] = float(t["time/wall_s"].iloc[-1])
-    row["bytes_sent_per_epoch"] = float(t["comm/bytes_sent"].mean())
+    for m in METRICS.values():
+        if m.source is not None:
+            key, how = m.source
+            row[m.column] = float(_REDUCE[how](t[key])) if key in t else np.nan
     steps = info.get("steps_per_epoch")
     row["bytes_per_step"] = row["bytes_sent_per_epoch"] / steps if steps else np.nan
     row["time_per_step_s"] = row["time_per_epoch_s"] / steps if steps else np.nan
-    row["final_consensus_distance"] = (float(t["consensus/distance"].iloc[-1]) if "consensus/distance" in t
-                                       else np.nan)
-    row["comm_s_per_epoch"] = float(t["time/comm_s"].mean())
-    row["straggler_delay_s_per_epoch"] = float(t["time/straggler_delay_s"].mean())
-    target = info.get("target_acc")
-    hit = t[t["acc/val"] >= target] if target is not None and "acc/val" in t else t.iloc[0:0]
+    metric, target = info.get("target_metric"), info.get("target_value")
+    if target is not None and metric in t:
+        hit = t[t[metric] >= target] if better_direction(metric) else t[t[metric] <= target]
+    else:
+        hit = t.iloc[0:0]
     row["time_to_target_s"] = float(hit["time/wall_s"].iloc[0]) if len(hit) else np.nan
     row["epochs_to_target"] = int(hit["epoch"].iloc[0]) + 1 if len(hit) else np.nan
     row["bytes_to_target"] = float(t["comm/bytes_sent"].iloc[: row["epochs_to_target"]].sum()) if len(hit) else np.nan

@@ -35,17 +35,27 @@ def _stragglers(ep: pd.DataFrame) -> list[str]:
     return sorted(s, key=lambda v: (v != "none", v))
 
 
+#: the task's quality metric a curve shows: (epoch key, axis label, y scale), the first one logged
+QUALITY = [("acc/val", "validation top-1", "linear"), ("opt/gap", "suboptimality F(x) - F(x*)", "log")]
+
+
+def _quality(ep: pd.DataFrame) -> tuple[str, str, str]:
+    return next((q for q in QUALITY if q[0] in ep and ep[q[0]].notna().any()), QUALITY[0])
+
+
 def loss_vs_epoch(ep: pd.DataFrame, path: Path) -> None:
     if ep.empty:
         return _empty(path, "loss vs epoch")
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     sub = ep[ep["straggler"] == _stragglers(ep)[0]]
+    key, label, scale = _quality(ep)
     for (m, n), g in sub.groupby(["method", "nodes"]):
-        mean = g.groupby("epoch")[["loss/train", "acc/val"]].mean()
+        mean = g.groupby("epoch")[["loss/train", key]].mean()
         axes[0].plot(mean.index + 1, mean["loss/train"], marker="o", ms=3, label=_label(m, n))
-        axes[1].plot(mean.index + 1, mean["acc/val"], marker="o", ms=3, label=_label(m, n))
-    axes[0].set(xlabel="epoch", ylabel="training loss (mean over seeds)", yscale="log")
-    axes[1].set(xlabel="epoch", ylabel="validation top-1 (mean over seeds)")
+        axes[1].plot(mean.index + 1, mean[key], marker="o", ms=3, label=_label(m, n))
+    axes[0].set(xlabel="epoch", ylabel="training loss (mean over seeds)",
+                yscale="log" if (sub["loss/train"] > 0).all() else "linear")
+    axes[1].set(xlabel="epoch", ylabel=f"{label} (mean over seeds)", yscale=scale)
     axes[1].legend(fontsize=7)
     fig.suptitle(f"straggler setting: {_stragglers(ep)[0]}", fontsize=9)
     _save(fig, path)
@@ -56,11 +66,12 @@ def acc_vs_wall(ep: pd.DataFrame, path: Path) -> None:
         return _empty(path, "accuracy vs wall time")
     ss = _stragglers(ep)
     fig, axes = plt.subplots(1, len(ss), figsize=(5 * len(ss), 3.6), squeeze=False)
+    key, label, scale = _quality(ep)
     for ax, s in zip(axes[0], ss):
         for (m, n), g in ep[ep["straggler"] == s].groupby(["method", "nodes"]):
-            mean = g.groupby("epoch")[["time/wall_s", "acc/val"]].mean()
-            ax.plot(mean["time/wall_s"], mean["acc/val"], marker="o", ms=3, label=_label(m, n))
-        ax.set(xlabel="wall time (s)", ylabel="validation top-1", title=f"straggler: {s}")
+            mean = g.groupby("epoch")[["time/wall_s", key]].mean()
+            ax.plot(mean["time/wall_s"], mean[key], marker="o", ms=3, label=_label(m, n))
+        ax.set(xlabel="wall time (s)", ylabel=label, title=f"straggler: {s}", yscale=scale)
         ax.legend(fontsize=7)
     _save(fig, path)
 
@@ -137,8 +148,9 @@ def to_target(runs: pd.DataFrame, path: Path) -> None:
                 ax.text(xi, mv, note, ha="center", va="bottom", fontsize=7, color="#a00")
         ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
         ax.set(ylabel=ylabel)
-    target = runs["target_acc"].dropna().iloc[0] if "target_acc" in runs and runs["target_acc"].notna().any() else None
-    fig.suptitle(f"target top-1 {target}; straggler setting {s0}; bars: mean over seeds, whiskers: 95% bootstrap CI",
+    has = "target_value" in runs and runs["target_value"].notna().any()
+    target = f"{runs['target_metric'].dropna().iloc[0]} {runs['target_value'].dropna().iloc[0]:g}" if has else "none"
+    fig.suptitle(f"target {target}; straggler setting {s0}; bars: mean over seeds, whiskers: 95% bootstrap CI",
                  fontsize=9)
     _save(fig, path)
 

@@ -10,8 +10,8 @@ How the runtime drives an algorithm (``impls.runtime.trainer``), per rank::
 
     algo = Algorithm(cfg, ctx)           # ctx: rank, world, communicator, optimizer config
     algo.setup(model)                    # 1. make replicas consistent, allocate buffers
-    if not algo.is_worker():             # 2. e.g. a parameter-server rank:
-        algo.serve(); return             #    serves until the workers are done
+    if not algo.is_worker():             # 2. e.g. a parameter-server rank (Algorithm.roles):
+        algo.serve(serve_ctx); return    #    serves every step of every epoch, then returns
     each epoch: algo.epoch_start(epoch, full_pass)     # optional: e.g. SVRG's snapshot
     for each step s (a StepContext: lr, step, epoch, batch, closure):
         algo.zero_grad()                 # 3. clear gradients (default: p.grad = None)
@@ -97,13 +97,29 @@ class StepContext:
 
 
 @dataclass
+class ServeContext:
+    """What a server rank's :meth:`Algorithm.serve` needs: the step plan, and the runtime's
+    epoch end (metrics record, divergence agreement with the workers, checkpoint)."""
+
+    start_epoch: int
+    epochs: int
+    steps_per_epoch: int
+    lr_at: Callable[[float], float]  # the schedule's learning rate at a fractional epoch
+    end_epoch: Callable[[int, dict[str, float]], None]  # (epoch, extra metrics); call after each epoch
+
+
+@dataclass
 class Context:
+    """``world`` is the number of *workers* (``nodes``); ``roles`` lists every rank's role,
+    workers first (``Algorithm.roles``), so servers are ranks ``world, world + 1, ...``."""
+
     rank: int
     world: int
     comm: Communicator
     optim: Any  # the config of ``workload.optimizer`` (impls.optim: sgd, adam, adamw, lars)
     seed: int
     device: torch.device = torch.device("cpu")
+    roles: tuple[str, ...] = ()
 
 
 class Algorithm:
@@ -133,10 +149,16 @@ class Algorithm:
         self.optimizer = self.make_optimizer(model.parameters())
 
     # 2
-    def is_worker(self) -> bool:
-        return True
+    @classmethod
+    def roles(cls, workers: int, cfg: Any) -> list[str]:
+        """Every rank's role, workers first: ``nodes`` in configs counts the workers, and the
+        launcher starts ``len(roles)`` processes (a parameter server adds its server ranks)."""
+        return ["worker"] * workers
 
-    def serve(self) -> None:  # pragma: no cover - only non-worker ranks
+    def is_worker(self) -> bool:
+        return self.ctx.rank < self.ctx.world
+
+    def serve(self, sc: ServeContext) -> None:  # pragma: no cover - only non-worker ranks
         raise NotImplementedError
 
     # 3

@@ -146,3 +146,9 @@ def check_workload(wl: WorkloadConfig, nodes: int, seed: int, cache: dict[str, A
                                                     f"{type(task).__name__}; allowed: {', '.join(task.metrics)}")
     if task.train is not None:
         build_sampler(wl.dataset.get("partition"), task.train, wl.batch_size, 0, nodes, seed)
+
+
+def world_size(raw: Mapping[str, Any]) -> int:
+    """Processes a run needs: its workers (``nodes``) plus the algorithm's other roles."""
+    res = resolve(raw)
+    return len(res.algorithm_cls.roles(res.run.nodes, res.algorithm))

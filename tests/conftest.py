@@ -52,8 +52,13 @@ class RunResult:
 
 def launch(configs: list[dict[str, Any]], tmp: Path, env: dict[str, str] | None = None,
            check: bool = True) -> tuple[list[RunResult], subprocess.CompletedProcess]:
-    """Run ``configs`` (same node count) in one real torchrun launch; return their results."""
+    """Run ``configs`` (same world size) in one real torchrun launch; return their results.
+
+    The world is the workers (``nodes``) plus the algorithm's other roles (a parameter server)."""
+    from impls.runconfig import world_size
+
     nodes = configs[0]["nodes"]
+    world = world_size(configs[0])
     tmp.mkdir(parents=True, exist_ok=True)
     entries, results = [], []
     for i, cfg in enumerate(configs):
@@ -64,7 +69,7 @@ def launch(configs: list[dict[str, Any]], tmp: Path, env: dict[str, str] | None 
         results.append(RunResult(out, ckpt, nodes))
     plan = tmp / "plan.json"
     plan.write_text(json.dumps(entries))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nodes}",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
            "-m", "impls.run", "--plan", str(plan)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})},
                           timeout=600)

@@ -6,6 +6,10 @@ With ``lr: 1.0e6`` the all-reduce runs' losses go to NaN.  Before the fix every 
 ..."), the workflow lists it as kind ``diverged`` (and does not retry it while its config
 is unchanged), it enters neither runs.csv nor epochs.csv, the claim that needs it is "not
 comparable" naming the failure, and the report's failed list names it.
+
+The same launch group (n=2) also holds ``ps_sync``, whose server rank makes it a 3-process
+launch: the group runs one torchrun per world size, and the server's bytes reach the
+tables apart from the workers'.
 """
 
 import subprocess
@@ -23,7 +27,8 @@ CONFIG = {
     "experiments": {"baseline": {
         "workload": "tiny", "nodes": [1, 2], "stragglers": ["none"], "seeds": [1],
         "methods": {"serial_sgd": {"nodes": [1]},
-                    "allreduce_sgd": {"nodes": [2], "workload_overrides": {"optimizer": {"lr": 1.0e6}}}}}},
+                    "allreduce_sgd": {"nodes": [2], "workload_overrides": {"optimizer": {"lr": 1.0e6}}},
+                    "ps_sync": {"nodes": [2]}}}},
     "workloads": {"tiny": {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]},
                            "batch_size": 16, "epochs": 2, "max_steps_per_epoch": 6,
                            "optimizer": {"lr": 0.1, "momentum": 0.9}}},
@@ -42,7 +47,11 @@ def test_a_diverging_run_is_failed_listed_and_excluded_from_tables_and_claims(tm
     assert proc.returncode == 0, out[-3000:]
     tables = tmp_path / "results" / "tables" / "baseline"
     runs, epochs, failed = (pd.read_csv(tables / f) for f in ("runs.csv", "epochs.csv", "failed.csv"))
-    assert list(runs["method"]) == ["serial_sgd"] and set(epochs["method"]) == {"serial_sgd"}
+    assert sorted(runs["method"]) == ["ps_sync", "serial_sgd"] and set(epochs["method"]) == {"ps_sync", "serial_sgd"}
+    d = 64 * 16 + 16 + 16 * 10 + 10  # the MLP's parameters
+    ps = runs.set_index("method").loc["ps_sync"]
+    assert ps["bytes_sent_per_epoch"] == 6 * 4 * d  # a worker: its gradient up each step
+    assert ps["server_bytes_sent_per_epoch"] == ps["server_bytes_recv_per_epoch"] == 2 * 6 * 4 * d
     assert runs[["final_train_loss", "final_acc"]].notna().all().all()
     assert list(failed["method"]) == ["allreduce_sgd"] and list(failed["kind"]) == ["diverged"]
     assert failed["reason"][0].startswith("diverged: rank ") and "loss/train = nan" in failed["reason"][0]

@@ -31,6 +31,19 @@ def join(kind: str = "auto") -> "TorchBackend | None":
     return TorchBackend()
 
 
+class NotAMember(Backend):
+    """What a rank outside a subgroup holds for it: any use is a bug, and says so."""
+
+    def __init__(self, ranks: list[int]):
+        super().__init__()
+        self.rank, self.world, self.name = -1, len(ranks), f"not a member of ranks {list(ranks)}"
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("rank", "world", "name") or name.startswith("__"):
+            return object.__getattribute__(self, name)
+        raise RuntimeError(f"this rank is {object.__getattribute__(self, 'name')}: it cannot call {name}()")
+
+
 class TorchBackend(Backend):
     def __init__(self, group=None):
         super().__init__()
@@ -79,8 +92,11 @@ class TorchBackend(Backend):
     def counter_add(self, key: str, n: int = 1) -> int:
         return int(dist.distributed_c10d._get_default_store().add(key, n))
 
-    def subgroup(self, ranks: list[int]) -> "TorchBackend":
-        return TorchBackend(dist.new_group(ranks=list(ranks)))
+    def subgroup(self, ranks: list[int]) -> "Backend":
+        """A backend over ``ranks`` (every rank must call this, members or not); a rank
+        outside ``ranks`` gets a backend that refuses every operation."""
+        group = dist.new_group(ranks=list(ranks))
+        return TorchBackend(group) if self.rank in ranks else NotAMember(ranks)
 
     def side_group(self, kind: str) -> "TorchBackend":
         return self if self.name == kind else TorchBackend(dist.new_group(backend=kind))

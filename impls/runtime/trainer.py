@@ -33,8 +33,8 @@ from ..netmodel import NetworkModel
 from ..protocol import Context
 from ..provenance import config_hash, provenance
 from ..runconfig import resolve
-from ..straggler import StragglerModel
-from ..protocol import StepContext
+from ..straggler import StragglerModel, straggler_config
+from ..protocol import ServeContext, StepContext
 from ..tasks import Task, build_task
 from .loop import batches, consensus_distance, measure_compute
 from .steps import STEP_SCHEDULES
@@ -155,10 +155,12 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
     out_dir = Path(out_dir)
     backend = backend if backend is not None else current_backend(run.backend)
     clock = clock if clock is not None else Clock()
-    rank, world = backend.rank, backend.world
+    rank, workers = backend.rank, run.nodes
+    roles = res.algorithm_cls.roles(workers, res.algorithm)
     device = _device(run.backend)
-    if world != run.nodes:
-        raise ConfigError("nodes", f"config says {run.nodes} workers but {world} processes were started")
+    if backend.world != len(roles):
+        raise ConfigError("nodes", f"config says {workers} workers ({len(roles)} processes with the algorithm's "
+                                   f"other roles) but {backend.world} processes were started")
     torch.set_num_threads(run.threads_per_rank)
     task = build_task(wl, device)
     _seed_all(run.seed)
@@ -167,17 +169,21 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
     model = task.build_model()
     net = NetworkModel(res.network)
     comm = Communicator(net, backend, clock)
-    straggler = StragglerModel(res.straggler, rank, world, run.seed)
-    algo = res.algorithm_cls(res.algorithm, Context(rank, world, comm, res.optim, run.seed, device))
+    # the workers' own group for what only workers do (calibration, consensus); all ranks create it
+    wgroup = backend.subgroup(list(range(workers))) if len(roles) > workers else backend
+    worker = rank < workers
+    straggler = StragglerModel(res.straggler if worker else straggler_config(None), rank if worker else 0,
+                               workers, run.seed)
+    algo = res.algorithm_cls(res.algorithm, Context(rank, workers, comm, res.optim, run.seed, device, tuple(roles)))
     algo.setup(model)
     h = config_hash(raw)
     if rank == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "config.json").write_text(json.dumps(raw, indent=2, sort_keys=True))
         (out_dir / "provenance.json").write_text(json.dumps(provenance(raw, {
-            "world": world, "backend": backend.name,
+            "world": backend.world, "roles": roles, "backend": backend.name,
             "device": str(device)}), indent=2))
-    _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device, out_dir,
+    _run_loop(res, algo, model, task, comm, wgroup, net, straggler, rank, workers, device, out_dir,
               Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h)
 
 
@@ -212,9 +218,12 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
         group.close()
 
 
-def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device, out_dir, ckpt_dir, h):
+def _run_loop(res, algo, model, task: Task, comm, wgroup, net, straggler, rank, world, device, out_dir, ckpt_dir,
+              h):
+    """One rank's run; ``world`` counts the workers (a server rank's ``rank >= world``)."""
     run, wl, o = res.run, res.workload, res.optim
-    sampler = build_sampler(wl.dataset.get("partition"), task.train, wl.batch_size, rank, world, run.seed)
+    sampler = build_sampler(wl.dataset.get("partition"), task.train, wl.batch_size, rank if rank < world else 0,
+                            world, run.seed)
     steps_per_epoch = len(sampler) if wl.max_steps_per_epoch is None else min(len(sampler), wl.max_steps_per_epoch)
     fault = os.environ.get(FAULT_ENV, "")
     fault_rank, fault_step = (int(v) for v in fault.split(":")) if fault else (-1, -1)
@@ -241,8 +250,30 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
         start_epoch, wall_offset, initial = found + 1, state["wall_s"], state["metrics"]
     writer = MetricsWriter(out_dir / "metrics" / f"rank{rank}.jsonl", rank, initial)
 
-    if not algo.is_worker():
-        algo.serve()
+    def save_checkpoint(epoch: int, wall_s: float) -> None:
+        if ckpt_path is None:
+            return
+        ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ckpt_path.with_suffix(".tmp")
+        torch.save({"epoch": epoch, "config_hash": h, "model": model.state_dict(), "algo": algo.state_dict(),
+                    "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
+                            "straggler": straggler.rng.getstate()},
+                    "wall_s": wall_s, "metrics": writer.text()}, tmp)
+        os.replace(tmp, ckpt_path)
+
+    if not algo.is_worker():  # a server rank (Algorithm.roles): its own records and checkpoints
+        t_start = comm.clock.now() - wall_offset
+
+        def end_epoch(epoch: int, extra: dict[str, float]) -> None:
+            rec = {**comm.pop_counters().as_metrics(), **extra, "time/wall_s": comm.clock.now() - t_start}
+            writer.write("epoch", epoch, (epoch + 1) * steps_per_epoch, rec)
+            writer.flush()
+            _check_divergence(None, comm.backend)  # the workers' verdict: leave with them
+            save_checkpoint(epoch, rec["time/wall_s"])
+
+        comm.pop_counters()
+        algo.serve(ServeContext(start_epoch, wl.epochs, steps_per_epoch,
+                                lambda e: res.schedule.lr(o.lr, world, e, wl.epochs), end_epoch))
         algo.close()
         writer.close()
         return
@@ -252,7 +283,7 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
     compute_ref = measure_compute(model, lambda: task.loss(model, b0))
     if net.cfg.kind == "relative":
         t = torch.tensor([compute_ref], dtype=torch.float64)
-        comm.backend.all_reduce(t, op="max")
+        wgroup.all_reduce(t, op="max")
         net.calibrate(sum(p.numel() * p.element_size() for p in model.parameters()), float(t))
     if rank == 0:
         (out_dir / "runinfo.json").write_text(json.dumps({
@@ -313,7 +344,7 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
             if wl.eval_ranks == "all" or rank == 0:
                 ep.update(task.evaluate(m, workers=wl.loader_workers))
             if not barrier_free or closed:  # barrier-free: once, after every worker has finished
-                ep["consensus/distance"] = consensus_distance(m, comm.backend)
+                ep["consensus/distance"] = consensus_distance(m, wgroup)
         # the epoch's end moved data too (a drain, OSGP's flush, a buffer sync): it belongs to this epoch
         for k, v in comm.pop_counters().as_metrics().items():
             sums[k] = sums.get(k, 0.0) + v
@@ -331,14 +362,7 @@ def _run_loop(res, algo, model, task, comm, net, straggler, rank, world, device,
                     algo.close()
                 writer.close()
                 raise
-        if ckpt_path is not None:
-            ckpt_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = ckpt_path.with_suffix(".tmp")
-            torch.save({"epoch": epoch, "config_hash": h, "model": model.state_dict(), "algo": algo.state_dict(),
-                        "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
-                                "straggler": straggler.rng.getstate()},
-                        "wall_s": ep["time/wall_s"], "metrics": writer.text()}, tmp)
-            os.replace(tmp, ckpt_path)
+        save_checkpoint(epoch, ep["time/wall_s"])
     if not closed:
         algo.close()
     writer.close()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class EpochMetric:
-    across: str  # aggregation over worker ranks: mean | max | min
+    across: str  # aggregation over worker ranks: mean | max | min (server keys: sum over servers)
     higher_is_better: bool | None = None
 
 
@@ -45,6 +45,9 @@ EPOCH: dict[str, EpochMetric] = {
     "time/straggler_delay_s": EpochMetric("max"),
     "time/net_delay_s": EpochMetric("max"),
     "time/net_emulated_s": EpochMetric("max"),
+    # server ranks (Algorithm.roles), summed over the servers, apart from the workers' bytes
+    "server/bytes_sent": EpochMetric("sum"),
+    "server/bytes_recv": EpochMetric("sum"),
 }
 #: per-epoch columns derived over ranks from another key: the worst rank's accuracy
 EPOCH_DERIVED = {"acc/val_min": ("acc/val", "min")}
@@ -74,6 +77,10 @@ METRICS: dict[str, Metric] = {
     "bytes_sent_per_epoch": Metric("bytes sent per epoch per rank", "B", "bytes_sent_per_epoch",
                                    source=("comm/bytes_sent", "mean")),
     "bytes_per_step": Metric("bytes sent per step per rank", "B", "bytes_per_step"),
+    "server_bytes_sent_per_epoch": Metric("bytes the servers sent per epoch", "B", "server_bytes_sent_per_epoch",
+                                          source=("server/bytes_sent", "mean")),
+    "server_bytes_recv_per_epoch": Metric("bytes the servers received per epoch", "B",
+                                          "server_bytes_recv_per_epoch", source=("server/bytes_recv", "mean")),
     "compute_s_per_epoch": Metric("compute time per epoch", "s", "compute_s_per_epoch",
                                   source=("time/compute_s", "mean")),
     "comm_s_per_epoch": Metric("communication time per epoch", "s", "comm_s_per_epoch",

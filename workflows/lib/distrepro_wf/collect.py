@@ -59,6 +59,16 @@ def _read_metrics(run_dir: Path, nodes: int) -> list[dict]:
     return recs
 
 
+def _server_epochs(run_dir: Path, workers: int) -> pd.DataFrame | None:
+    """Per epoch, the server ranks' bytes (summed over servers) as ``server/bytes_sent|recv``."""
+    files = [p for p in (run_dir / "metrics").glob("rank*.jsonl") if int(p.stem[4:]) >= workers]
+    if not files:
+        return None
+    ep = pd.DataFrame([r for r in read_jsonl(sorted(files)) if r["kind"] == "epoch"])
+    cols = {"comm/bytes_sent": "server/bytes_sent", "comm/bytes_recv": "server/bytes_recv"}
+    return ep.groupby("epoch", as_index=False)[list(cols)].sum().rename(columns=cols)
+
+
 def load_run(outcome_path: Path) -> tuple[dict, pd.DataFrame | None]:
     """(run info, per-epoch table over ranks) of an ok run; (failure row, None) otherwise.
 
@@ -90,13 +100,16 @@ def _load_ok(ident: dict, run_dir: Path) -> tuple[dict, pd.DataFrame]:
     runinfo = runs.read_json(run_dir / "runinfo.json")
     prov = runs.read_json(run_dir / "provenance.json")
     ep = pd.DataFrame([r for r in _read_metrics(run_dir, int(cfg["nodes"])) if r["kind"] == "epoch"])
-    agg = {k: m.across for k, m in EPOCH.items() if k in ep}
+    agg = {k: m.across for k, m in EPOCH.items() if k in ep and not k.startswith("server/")}
     for derived, (key, how) in EPOCH_DERIVED.items():
         if key in ep:
             ep[derived] = ep[key]
             agg[derived] = how
     table = ep.groupby("epoch", as_index=False).agg(agg)
     table["step"] = ep.groupby("epoch")["step"].max().values
+    servers = _server_epochs(run_dir, int(cfg["nodes"]))
+    if servers is not None:  # an algorithm's server ranks (roles): their traffic apart from the workers'
+        table = table.merge(servers, on="epoch", how="left")
     for k, v in ident.items():
         table[k] = v
     info = {**ident, "status": "ok", "algorithm": cfg["algorithm"]["name"],

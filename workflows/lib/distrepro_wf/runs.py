@@ -415,6 +415,16 @@ def classify_failure(attempt: Path, rc: int, timed_out: bool, earlier_failed: bo
     return "crashed", f"torchrun exited with code {rc}: {missing}" if rc else f"incomplete: {missing}"
 
 
+def _by_world(todo: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The members to run, by the number of processes each needs (workers + other roles)."""
+    from impls.runconfig import world_size
+
+    out: dict[int, list[dict[str, Any]]] = {}
+    for m in todo:
+        out.setdefault(world_size(m["cfg"]), []).append(m)
+    return out
+
+
 def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, launcher: dict[str, Any],
                   env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run the members of a launch group that need it; write every outcome and the launch record."""
@@ -427,30 +437,36 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
     todo = [m for m in members if not m["skip"]]
     tag = f"{_host()}-{os.getpid()}"
     t0 = time.time()
-    rc, timed_out, ran_s = 0, None, None
+    rc = 0
     timeout_s = float(launcher.get("timeout_s", 3600))
-    if todo:
-        for m in todo:
-            m["attempt"] = m["dir"] / f".attempt-{tag}"
-            shutil.rmtree(m["attempt"], ignore_errors=True)
-            m["attempt"].mkdir(parents=True)
+    for m in todo:
+        m["attempt"] = m["dir"] / f".attempt-{tag}"
+        shutil.rmtree(m["attempt"], ignore_errors=True)
+        m["attempt"].mkdir(parents=True)
+    # one torchrun per world size: the workers (nodes) plus an algorithm's server ranks
+    batches = _by_world(todo)
+    for world, batch in batches.items():
         plan = launch_path.parent / f".plan-{tag}.json"
         plan.write_text(json.dumps([{"config": str(m["config_path"]), "out": str(m["attempt"]),
-                                     "checkpoint_dir": str(m["dir"] / "checkpoint")} for m in todo], indent=2))
-        cmd = torchrun_command(todo[0]["cfg"]["nodes"], str(plan), launcher)
+                                     "checkpoint_dir": str(m["dir"] / "checkpoint")} for m in batch], indent=2))
+        cmd = torchrun_command(world, str(plan), launcher)
         with open(log_path, "a") as log:
             log.write(f"$ {' '.join(cmd)}\n")
             log.flush()
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                     env={**os.environ, **(env or {})})
-            timed_out, ran_s = _watch(proc, todo, timeout_s)
-            rc = proc.wait()
+            timed_out, ran_s = _watch(proc, batch, timeout_s)
+            code = proc.wait()
         plan.unlink(missing_ok=True)
+        rc = rc or code
+        for i, m in enumerate(batch):
+            m.update(rc=code, timed_out=timed_out == i, ran_s=ran_s, first=i == 0)
     status = []
     earlier_failed = False
-    for i, m in enumerate(todo):
+    for m in [m for batch in batches.values() for m in batch]:
+        earlier_failed = earlier_failed and not m["first"]  # only a failure in the same launch
         missing = verify_run(m["attempt"])
-        outcome = {"returncode": rc, "finished_at": _now(), "log": str(log_path),
+        outcome = {"returncode": m["rc"], "finished_at": _now(), "log": str(log_path),
                    "group_duration_s": round(time.time() - t0, 3)}
         if missing is None:
             final = m["dir"] / "run"
@@ -464,7 +480,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
             shutil.rmtree(m["dir"] / "checkpoint", ignore_errors=True)
             outcome.update(ok_outcome(final, str(log_path)))
         else:
-            kind, reason = classify_failure(m["attempt"], rc, timed_out == i, earlier_failed, timeout_s)
+            kind, reason = classify_failure(m["attempt"], m["rc"], m["timed_out"], earlier_failed, timeout_s)
             earlier_failed = True
             if (m["attempt"] / STARTED).exists():
                 kept = _keep_aside(m["attempt"], "failed")
@@ -476,7 +492,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
             if m.get("damaged"):
                 outcome["was"] = m["damaged"]
             if kind == "timeout":
-                outcome["killed_after_s"] = round(ran_s, 1)
+                outcome["killed_after_s"] = round(m["ran_s"], 1)
         _write_json(m["dir"] / "outcome.json", outcome)
         m["status"], m["kind"] = outcome["status"], outcome.get("kind")
     for m in members:

@@ -444,3 +444,19 @@ def test_every_metric_is_a_column_of_the_collected_runs_table():
         assert pd.isna(row[m.column]) == missing, name
     assert pd.isna(row["final_gap"]) and not pd.isna(row["final_acc"]) and not pd.isna(row["time_to_target_s"])
     assert row["bytes_per_step"] == pytest.approx(row["bytes_sent_per_epoch"] / 10)
+
+
+def test_a_claim_on_the_finite_sum_tasks_own_metric(tmp_path):
+    """A task's own metric flows into claims: final suboptimality, lower is better, as a ratio of
+    the gap of all-reduce SGD to serial SGD's and as a value against a threshold."""
+    runs = runs_table([("sgp_1peer", 4, "none", s, 1.0, float("nan")) for s in (1, 2)]
+                      + [("allreduce_sgd", 4, "none", s, 1.0, float("nan")) for s in (1, 2)])
+    runs["final_gap"] = [2e-5, 4e-5, 4e-5, 4e-5]
+    ratio = claim(metric="final_gap", expect={"op": "<=", "value": 1.0, "tolerance": 0.0})
+    value = claim(id="c2", compare="value", metric="final_gap", a={"method": "allreduce_sgd"},
+                  expect={"op": "<=", "value": 1e-4, "tolerance": 0.0})
+    del value["b"]
+    res = evaluate(tmp_path, [ratio, value], runs).set_index("claim")
+    assert res.loc["c1", "measured"] == pytest.approx(0.75) and res.loc["c1", "status"] == "reproduced"
+    assert res.loc["c2", "measured"] == pytest.approx(4e-5) and res.loc["c2", "status"] == "reproduced"
+    assert res.loc["c2", "unit"] == ""

@@ -416,12 +416,18 @@ def classify_failure(attempt: Path, rc: int, timed_out: bool, earlier_failed: bo
 
 
 def _by_world(todo: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
-    """The members to run, by the number of processes each needs (workers + other roles)."""
+    """The members to run, by the number of processes each needs (workers + other roles).
+    A config the runtime will refuse runs with its workers alone (it fails there, named)."""
+    from impls.errors import ConfigError
     from impls.runconfig import world_size
 
     out: dict[int, list[dict[str, Any]]] = {}
     for m in todo:
-        out.setdefault(world_size(m["cfg"]), []).append(m)
+        try:
+            world = world_size(m["cfg"])
+        except ConfigError:
+            world = int(m["cfg"]["nodes"])
+        out.setdefault(world, []).append(m)
     return out
 
 

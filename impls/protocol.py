@@ -79,10 +79,7 @@ import torch
 from torch import nn
 
 from .comm import Communicator
-from .optim import LocalOptimizer, SGDConfig, build_optimizer
-
-#: the default local optimizer's config (``workload.optimizer`` without a name)
-OptimConfig = SGDConfig
+from .optim import LocalOptimizer, build_optimizer
 
 
 @dataclass

@@ -7,7 +7,8 @@ import torch
 
 from impls.algorithms import algorithm_config
 from impls.errors import ConfigError
-from impls.protocol import Context, OptimConfig
+from impls.optim import SGDConfig
+from impls.protocol import Context
 from impls.topology import TOPOLOGIES, build_topology, period_spectral_gap, spectral_gap
 
 SPECS = [
@@ -131,7 +132,7 @@ def test_unknown_topology_argument():
 
 def _algo(spec, world=4, momentum=0.0):
     cls, cfg = algorithm_config(spec)
-    return cls(cfg, Context(0, world, None, OptimConfig(lr=0.1, momentum=momentum, nesterov=False), 1))
+    return cls(cfg, Context(0, world, None, SGDConfig(lr=0.1, momentum=momentum, nesterov=False), 1))
 
 
 @pytest.mark.parametrize("method", ["sgp", "osgp", "dpsgd", "d2"])

@@ -68,7 +68,9 @@ class RunConfig:
     straggler_name: str = "none"
     straggler: dict[str, Any] = field(default_factory=dict)
     network: Any = "none"
-    backend: str = field(default="auto", metadata={"choices": ("auto", "gloo", "nccl")})
+    backend: str = field(default="auto", metadata={"choices": ("auto", "gloo", "nccl", "simgrid")})
+    platform: Any = None  # backend simgrid: impls.sim.platforms (a preset name or {name, overrides})
+    profile: Any = None  # backend simgrid: impls.sim.profiles
     threads_per_rank: int = field(default=1, metadata={"min": 1})
     checkpoint: bool = True
 
@@ -77,6 +79,17 @@ class RunConfig:
             raise ConfigError("nodes", f"must be >= 1, got {self.nodes}")
         if self.seed < 0:
             raise ConfigError("seed", f"must be >= 0, got {self.seed}")
+        if self.backend == "simgrid":
+            from .sim.platforms import platform_config
+            from .sim.profiles import profile_config
+
+            platform_config(self.platform if self.platform is not None else "ethernet_10g")
+            profile_config(self.profile if self.profile is not None else "measured")
+        else:
+            for k in ("platform", "profile"):
+                if getattr(self, k) is not None:
+                    raise ConfigError(k, f"only simulated runs (backend: simgrid) have a {k}; this run's backend "
+                                         f"is {self.backend!r}")
 
 
 @dataclass

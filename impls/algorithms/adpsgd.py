@@ -73,9 +73,7 @@ drops the round).  The exchange runs over gloo with host-memory buffers: with NC
 from __future__ import annotations
 
 import contextlib
-import queue
 import random
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -119,11 +117,13 @@ class ADPSGD(Algorithm):
         n = self.n = self.x.numel()
         self._out = torch.zeros(n + 2, dtype=self.x.dtype)  # [model, flag, sender]
         self._in = torch.zeros(n + 2, dtype=self.x.dtype)
-        self._lock = threading.Lock()
-        self._requests: queue.Queue = queue.Queue()
-        self._done = threading.Event()
+        # the backend's synchronisation: threads on real ranks, simulated-time actors on simgrid
+        backend = self.comm.backend
+        self._lock = backend.lock()
+        self._requests = backend.queue()
+        self._done = backend.event()
         self._done.set()  # no average in flight
-        self._thread: threading.Thread | None = None
+        self._thread = None  # the background activity (backend.start_background)
         self._error: BaseException | None = None
         self._rng = random.Random(self.ctx.seed * 1_000_003 + rank)
         self.averages = self._read_at = 0

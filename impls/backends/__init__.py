@@ -18,11 +18,22 @@ object with ``wait()`` and ``is_completed()``):
 * ``counter_add(key, n)``: an atomic counter shared by all ranks (no barrier);
 * ``subgroup(ranks)`` / ``side_group(kind)``: a backend over some ranks, or over all ranks
   on another transport (a gloo group beside NCCL, for receive-from-any);
-* ``start_background(fn, name)``: a background activity (AD-PSGD's gossip thread).
+* ``scaled(factor)``: the same group, its messages weighing ``factor`` times their bytes
+  where time is simulated (a paper profile's model size; real ranks ignore it);
+* ``start_background(fn, name)``: a background activity (AD-PSGD's gossip thread), with
+  ``join(timeout)`` and ``is_alive()``; ``lock()``, ``event()``, ``queue()``: the
+  synchronisation such activities use (``threading``'s on real ranks, the simulator's on
+  simulated ones: an algorithm never imports ``threading`` or ``queue`` itself);
+* ``next_run_id()``: the same sequence on every rank of a launch (runs of a plan).
+
+Backends: :class:`Backend` (one process), :mod:`.torch_dist` (real ranks),
+:mod:`.sim` (actors of a SimGrid simulation, :mod:`impls.sim`).
 """
 
 from __future__ import annotations
 
+import itertools
+import queue
 import threading
 import time
 from contextlib import contextmanager
@@ -49,6 +60,13 @@ class Clock:
     def compute(self, *what: Any) -> Iterator[None]:
         yield
 
+    def wire_scale(self, model_bytes: int) -> float:
+        """How many times its bytes a message of the algorithm weighs (1: as measured)."""
+        return 1.0
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "wall clock"}
+
 
 class Backend:
     """A single process, no peers: what the runtime uses outside torchrun (and validation)."""
@@ -58,6 +76,7 @@ class Backend:
     def __init__(self) -> None:
         self.rank, self.world = 0, 1
         self._counters: dict[str, int] = {}
+        self._runs = itertools.count()
 
     # a single rank: collectives are identities, there is no one to send to
     def all_reduce(self, t, op: str = "sum", async_op: bool = False):
@@ -107,10 +126,25 @@ class Backend:
     def side_group(self, kind: str) -> "Backend":
         return self
 
+    def scaled(self, factor: float) -> "Backend":
+        return self
+
+    def next_run_id(self) -> int:
+        return next(self._runs)
+
     def start_background(self, fn: Callable[[], None], name: str) -> threading.Thread:
         th = threading.Thread(target=fn, name=name, daemon=True)
         th.start()
         return th
+
+    def lock(self) -> Any:
+        return threading.Lock()
+
+    def event(self) -> Any:
+        return threading.Event()
+
+    def queue(self) -> Any:
+        return queue.Queue()
 
     def close(self) -> None:
         pass

@@ -10,7 +10,6 @@ owns only communication and the parameter update (protocol: :mod:`impls.protocol
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import math
 import os
@@ -41,7 +40,6 @@ from .steps import STEP_SCHEDULES
 
 STARTED = "STARTED"  # marker rank 0 writes into a run's output directory when the launch reaches it
 FAULT_ENV = "DISTREPRO_FAULT"  # "rank:step": that rank dies with exit code 17 at that step (tests)
-_RUN_IDS = itertools.count()  # runs started by this process: same sequence on every rank of a plan
 
 
 def _device(kind: str) -> torch.device:
@@ -168,7 +166,10 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
     _seed_all(run.seed)  # identical model init on every rank
     model = task.build_model()
     net = NetworkModel(res.network)
-    comm = Communicator(net, backend, clock)
+    # the algorithm's traffic; where time is simulated under a paper profile its messages weigh
+    # what the paper's model would (impls.sim.profiles); the runtime's own control traffic does not
+    model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    comm = Communicator(net, backend.scaled(clock.wire_scale(model_bytes)), clock)
     # the workers' own group for what only workers do (calibration, consensus); all ranks create it
     wgroup = backend.subgroup(list(range(workers))) if len(roles) > workers else backend
     worker = rank < workers
@@ -182,9 +183,9 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
         (out_dir / "config.json").write_text(json.dumps(raw, indent=2, sort_keys=True))
         (out_dir / "provenance.json").write_text(json.dumps(provenance(raw, {
             "world": backend.world, "roles": roles, "backend": backend.name,
-            "device": str(device)}), indent=2))
+            "device": str(device), "time": clock.describe()}), indent=2))
     _run_loop(res, algo, model, task, comm, wgroup, net, straggler, rank, workers, device, out_dir,
-              Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h)
+              Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h, backend.next_run_id())
 
 
 def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
@@ -219,7 +220,7 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
 
 
 def _run_loop(res, algo, model, task: Task, comm, wgroup, net, straggler, rank, world, device, out_dir, ckpt_dir,
-              h):
+              h, run_id: int):
     """One rank's run; ``world`` counts the workers (a server rank's ``rank >= world``)."""
     run, wl, o = res.run, res.workload, res.optim
     sampler = build_sampler(wl.dataset.get("partition"), task.train, wl.batch_size, rank if rank < world else 0,
@@ -296,7 +297,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, net, straggler, rank, 
     # which steps this worker takes (impls.runtime.steps); asynchronous schedules allow no
     # per-epoch collective and drain the algorithm before the final evaluation
     schedule = STEP_SCHEDULES.get(algo.step_schedule)(
-        comm.backend, f"distrepro/steps/{h}/{next(_RUN_IDS)}", task.train, sampler, steps_per_epoch, world, start_epoch,
+        comm.backend, f"distrepro/steps/{h}/{run_id}", task.train, sampler, steps_per_epoch, world, start_epoch,
         wl.loader_workers, device)
     barrier_free, closed = not schedule.per_epoch_collectives, False
     clock = comm.clock

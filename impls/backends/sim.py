@@ -1,0 +1,557 @@
+"""The ``simgrid`` backend: every rank an actor of one SimGrid simulation, time simulated.
+
+All ranks run in one process, each as a SimGrid actor on its own simulated host
+(:mod:`impls.sim.engine` builds the platform and starts them), executing the same
+runtime and algorithm code as real ranks on real tensors.  Only time and the wire
+are simulated:
+
+* **Point to point** (``isend`` / ``irecv``): a message is a SimGrid communication
+  carrying a copy of the tensor, of ``nbytes x scale`` simulated bytes (``scale``:
+  :meth:`SimBackend.scaled`, the paper profile's model bytes over the stand-in's).
+  Mailboxes are *eager* (a permanent receiver is set, as a NIC with receive buffers):
+  the transfer starts when the **sender** posts it, whenever the receiver asks, so a
+  late sender is charged and a late receiver finds the data already there.  One
+  mailbox per (group, destination); messages from several sources are kept, in the
+  order their senders posted them, until asked for (``src=None``: the first one).
+* **Collectives** are their algorithms over point-to-point messages (ring all-reduce
+  and all-gather; binomial trees for broadcast and reduce; recursive doubling; linear
+  gather / scatter), each instance on its own mailboxes, so their cost is the
+  platform's flow model (latency, bandwidth sharing, contention on shared links), not
+  a formula.  ``async_op=True`` runs the collective in a helper actor on the rank's
+  host, overlapping whatever the rank does meanwhile.
+* **Compute**: :class:`SimClock` lets the real forward/backward run in zero simulated
+  time, then charges the host the profile's compute time for the step
+  (:mod:`impls.sim.profiles`); ``sleep`` and ``now`` are simulated.
+* **Background activities** (``start_background``) are actors on the same host; the
+  synchronisation they need (``lock``, ``event``, ``queue``) is SimGrid's, so the
+  order of asynchronous events follows simulated time and is deterministic.
+
+Determinism: SimGrid schedules actors one at a time in a deterministic order, and
+every blocking call saves and restores the process-wide random generators (torch,
+numpy, ``random``) of the actor, so each rank draws from its own streams exactly as
+a process of its own would.  Same seed, same platform: identical numbers, simulated
+times included.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import pickle
+import random
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from . import Backend, Clock
+
+SPEED = 1e9  # every simulated host's nominal speed (flop/s): compute is charged as seconds x SPEED
+
+
+def _rng_state() -> tuple:
+    return torch.get_rng_state(), np.random.get_state(), random.getstate()
+
+
+def _set_rng_state(s: tuple) -> None:
+    torch.set_rng_state(s[0])
+    np.random.set_state(s[1])
+    random.setstate(s[2])
+
+
+def blocking(fn: Callable, *args: Any) -> Any:
+    """Call a SimGrid operation that may switch actors, keeping this actor's random streams."""
+    state = _rng_state()
+    try:
+        return fn(*args)
+    finally:
+        _set_rng_state(state)
+
+
+class World:
+    """What the ranks of one simulation share: their hosts and actors, the store's
+    counters, the receive buffers of the eager mailboxes."""
+
+    def __init__(self, hosts: list, allreduce_algorithm: str = "ring"):
+        self.hosts = hosts
+        self.actors: dict[int, Any] = {}  # global rank -> its main actor (the mailboxes' receiver)
+        self.counters: dict[str, int] = {}
+        self.allreduce_algorithm = allreduce_algorithm
+        self._eager: set[str] = set()
+        self.stash: dict[str, collections.deque] = collections.defaultdict(collections.deque)
+
+    def mailbox(self, name: str, dst_global: int):
+        import simgrid
+
+        mb = simgrid.Mailbox.by_name(name)
+        if name not in self._eager:
+            mb.set_receiver(self.actors[dst_global])
+            self._eager.add(name)
+        return mb
+
+
+class _Sent:
+    def __init__(self, comm):
+        self._comm = comm
+
+    def wait(self) -> None:
+        if self._comm is not None:
+            blocking(self._comm.wait)
+            self._comm = None
+
+    def is_completed(self) -> bool:
+        return self._comm is None or bool(self._comm.test())
+
+
+class _Received:
+    """An ``irecv``: eager transfers need no posting, so matching happens at ``wait``."""
+
+    def __init__(self, backend: "SimBackend", t: torch.Tensor, src: int | None):
+        self._b, self._t, self._src, self._done = backend, t, src, False
+
+    def wait(self) -> None:
+        if not self._done:
+            payload = self._b._recv("p", self._src)
+            if payload.numel() != self._t.numel():
+                raise RuntimeError(f"simgrid rank {self._b.rank}: received {payload.numel()} elements from "
+                                   f"{self._src}, expected {self._t.numel()} (mismatched send/recv)")
+            self._t.copy_(payload.view_as(self._t))
+            self._done = True
+
+    def is_completed(self) -> bool:
+        return self._done or self._b._has("p", self._src)
+
+
+class _InActor:
+    """An asynchronous collective, running in a helper actor on the rank's host."""
+
+    def __init__(self, backend: "SimBackend", fn: Callable[[], None], name: str):
+        import simgrid
+
+        self._box: dict[str, Any] = {}
+        state = _rng_state()
+
+        def body() -> None:
+            _set_rng_state(state)
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 - re-raised by wait()
+                self._box["error"] = e
+            self._box["done"] = True
+
+        self._actor = simgrid.Actor.create(name, simgrid.this_actor.get_host(), body)
+
+    def wait(self) -> None:
+        if not self._box.get("done"):
+            blocking(self._actor.join)
+        if "error" in self._box:
+            raise self._box["error"]
+
+    def is_completed(self) -> bool:
+        return bool(self._box.get("done"))
+
+
+_COMBINE = {"sum": lambda a, b: a.add_(b), "max": lambda a, b: a.copy_(torch.maximum(a, b)),
+            "min": lambda a, b: a.copy_(torch.minimum(a, b))}
+
+
+class SimBackend(Backend):
+    """One rank's view of a group of simulated ranks (see the module docstring)."""
+
+    name = "simgrid"
+
+    def __init__(self, world: World, me: int, ranks: list[int], gid: str = "w", scale: float = 1.0):
+        super().__init__()
+        self._w, self._me, self._ranks, self._gid, self._scale = world, me, list(ranks), gid, scale
+        self.rank, self.world = self._ranks.index(me), len(self._ranks)
+        self._seq = itertools.count()  # collectives of this group, in the order every member calls them
+        self._made: collections.Counter = collections.Counter()  # groups created from this one
+
+    # -- groups ------------------------------------------------------------------------
+    def scaled(self, factor: float) -> "SimBackend":
+        """The same group whose algorithm traffic weighs ``factor`` times its bytes."""
+        b = SimBackend(self._w, self._me, self._ranks, self._gid, self._scale * factor)
+        b._seq, b._made = self._seq, self._made
+        return b
+
+    def subgroup(self, ranks: list[int]) -> Backend:
+        from .torch_dist import NotAMember  # noqa: F401  (same refusal as real ranks)
+
+        key = "s" + ".".join(str(self._ranks[r]) for r in ranks)
+        gid = self._child(key)
+        if self.rank not in ranks:
+            return NotAMember(list(ranks))
+        return SimBackend(self._w, self._me, [self._ranks[r] for r in ranks], gid, self._scale)
+
+    def side_group(self, kind: str) -> Backend:
+        return SimBackend(self._w, self._me, self._ranks, self._child("side-" + kind), self._scale)
+
+    def _child(self, key: str) -> str:
+        self._made[key] += 1
+        return f"{self._gid}/{key}#{self._made[key]}"
+
+    # -- messages ----------------------------------------------------------------------
+    def _box(self, kind: str, dst: int) -> tuple[str, Any]:
+        g = self._ranks[dst]
+        name = f"{self._gid}|{kind}|{g}"
+        return name, self._w.mailbox(name, g)
+
+    def _put(self, kind: str, dst: int, payload: Any, nbytes: float, scale: float | None = None):
+        _, mb = self._box(kind, dst)
+        size = max(1, int(round(nbytes * (self._scale if scale is None else scale))))
+        return blocking(mb.put_async, (self.rank, payload), size)
+
+    def _isend(self, kind: str, dst: int, t: torch.Tensor) -> _Sent:
+        return _Sent(self._put(kind, dst, t.detach().clone(), t.numel() * t.element_size()))
+
+    def _recv(self, kind: str, src: int | None) -> Any:
+        return self._recv_item(kind, src)[1]
+
+    def _recv_item(self, kind: str, src: int | None) -> tuple[int, Any]:
+        """The first message from ``src`` (any source: ``None``), waiting for it if needed."""
+        name, mb = self._box(kind, self.rank)
+        stash = self._w.stash[name]
+        while True:
+            for i, item in enumerate(stash):
+                if src is None or item[0] == src:
+                    del stash[i]
+                    return item
+            stash.append(blocking(mb.get))
+
+    def _has(self, kind: str, src: int | None) -> bool:
+        name, mb = self._box(kind, self.rank)
+        stash = self._w.stash[name]
+        while mb.ready:
+            stash.append(blocking(mb.get))
+        return any(src is None or s == src for s, _ in stash)
+
+    def isend(self, t, dst: int):
+        return self._isend("p", dst, t)
+
+    def irecv(self, t, src: int | None):
+        return _Received(self, t, src)
+
+    # -- collectives ---------------------------------------------------------------------
+    def _collective(self, body: Callable[[str], None], async_op: bool):
+        kind = f"c{next(self._seq) % 4096}"
+        if not async_op:
+            body(kind)
+            return None
+        return _InActor(self, lambda: body(kind), f"{self._gid}:{kind}@{self._me}")
+
+    def _exchange(self, kind: str, dst: int, out: torch.Tensor, src: int) -> torch.Tensor:
+        h = self._isend(kind, dst, out)
+        data = self._recv(kind, src)
+        h.wait()
+        return data
+
+    def all_reduce(self, t, op: str = "sum", async_op: bool = False):
+        if self.world == 1:
+            return _Done() if async_op else None
+        algo = self._w.allreduce_algorithm
+        body = {"ring": self._ring_all_reduce, "tree": self._tree_all_reduce,
+                "recursive_doubling": self._rd_all_reduce}[algo]
+        return self._collective(lambda k: body(k, t, op), async_op)
+
+    def _ring_all_reduce(self, kind: str, t: torch.Tensor, op: str) -> None:
+        n, r = self.world, self.rank
+        flat = t.view(-1)
+        chunks = list(flat.tensor_split(n))
+        right, left = (r + 1) % n, (r - 1) % n
+        for s in range(n - 1):  # reduce-scatter: rank r ends with chunk r+1 reduced
+            data = self._exchange(kind, right, chunks[(r - s) % n], left)
+            _COMBINE[op](chunks[(r - s - 1) % n], data)
+        for s in range(n - 1):  # all-gather of the reduced chunks
+            data = self._exchange(kind, right, chunks[(r + 1 - s) % n], left)
+            chunks[(r - s) % n].copy_(data)
+
+    def _tree_all_reduce(self, kind: str, t: torch.Tensor, op: str) -> None:
+        self._tree_reduce(kind, t, 0, op)
+        self._tree_broadcast(kind, t, 0)
+
+    def _rd_all_reduce(self, kind: str, t: torch.Tensor, op: str) -> None:
+        """Recursive doubling; with n not a power of two the extra ranks first hand their
+        data to a partner and get the result back at the end."""
+        n, r = self.world, self.rank
+        p = 1 << (n.bit_length() - 1)
+        if r >= p:
+            self._isend(kind, r - p, t).wait()
+            t.copy_(self._recv(kind, r - p).view_as(t))
+            return
+        if r + p < n:
+            _COMBINE[op](t, self._recv(kind, r + p).view_as(t))
+        k = 1
+        while k < p:
+            partner = r ^ k
+            data = self._exchange(kind, partner, t, partner).view_as(t)
+            # the same operand order on both sides, so both hold bit-identical sums
+            lo, hi = (t.clone(), data) if r < partner else (data, t.clone())
+            t.copy_(_COMBINE[op](lo, hi))
+            k <<= 1
+        if r + p < n:
+            self._isend(kind, r + p, t).wait()
+
+    def _tree_reduce(self, kind: str, t: torch.Tensor, dst: int, op: str) -> None:
+        n = self.world
+        vr, mask = (self.rank - dst) % n, 1
+        while mask < n:
+            if vr & mask:
+                self._isend(kind, (vr - mask + dst) % n, t).wait()
+                return
+            if vr + mask < n:
+                _COMBINE[op](t, self._recv(kind, (vr + mask + dst) % n).view_as(t))
+            mask <<= 1
+
+    def _tree_broadcast(self, kind: str, t: torch.Tensor, src: int) -> None:
+        n = self.world
+        vr, mask = (self.rank - src) % n, 1
+        while mask < n:
+            if vr & mask:
+                t.copy_(self._recv(kind, (vr - mask + src) % n).view_as(t))
+                break
+            mask <<= 1
+        mask >>= 1
+        sends = []
+        while mask > 0:
+            if vr + mask < n:
+                sends.append(self._isend(kind, (vr + mask + src) % n, t))
+            mask >>= 1
+        for h in sends:
+            h.wait()
+
+    def broadcast(self, t, src: int, async_op: bool = False):
+        if self.world == 1:
+            return _Done() if async_op else None
+        return self._collective(lambda k: self._tree_broadcast(k, t, src), async_op)
+
+    def reduce(self, t, dst: int, op: str = "sum", async_op: bool = False):
+        if self.world == 1:
+            return _Done() if async_op else None
+        return self._collective(lambda k: self._tree_reduce(k, t, dst, op), async_op)
+
+    def all_gather(self, outs, t, async_op: bool = False):
+        def body(kind: str) -> None:
+            n, r = self.world, self.rank
+            outs[r].copy_(t)
+            for s in range(n - 1):
+                data = self._exchange(kind, (r + 1) % n, outs[(r - s) % n], (r - 1) % n)
+                outs[(r - s - 1) % n].copy_(data.view_as(outs[0]))
+        return self._collective(body, async_op)
+
+    def gather(self, t, outs, dst: int, async_op: bool = False):
+        def body(kind: str) -> None:
+            if self.rank != dst:
+                self._isend(kind, dst, t).wait()
+                return
+            outs[dst].copy_(t)
+            for _ in range(self.world - 1):
+                s, data = self._recv_item(kind, None)
+                outs[s].copy_(data.view_as(t))
+        return self._collective(body, async_op)
+
+    def scatter(self, t, ins, src: int, async_op: bool = False):
+        def body(kind: str) -> None:
+            if self.rank == src:
+                sends = [self._isend(kind, d, ins[d]) for d in range(self.world) if d != src]
+                t.copy_(ins[src])
+                for h in sends:
+                    h.wait()
+            else:
+                t.copy_(self._recv(kind, src).view_as(t))
+        return self._collective(body, async_op)
+
+    def reduce_scatter(self, out, ins, op: str = "sum", async_op: bool = False):
+        def body(kind: str) -> None:
+            n, r = self.world, self.rank
+            parts = [p.detach().clone() for p in ins]
+            for s in range(n - 1):  # ring: rank r ends with part r reduced
+                data = self._exchange(kind, (r + 1) % n, parts[(r - s - 1) % n], (r - 1) % n)
+                _COMBINE[op](parts[(r - s - 2) % n], data.view_as(parts[0]))
+            out.copy_(parts[r])
+        return self._collective(body, async_op)
+
+    def barrier(self) -> None:
+        """Dissemination barrier: log2(n) rounds of 1-byte messages."""
+        if self.world == 1:
+            return
+        kind, n, r, k = f"c{next(self._seq) % 4096}", self.world, self.rank, 1
+        while k < n:
+            h = _Sent(self._put(kind, (r + k) % n, None, 1, scale=1.0))
+            self._recv(kind, (r - k) % n)
+            h.wait()
+            k <<= 1
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        n, r = self.world, self.rank
+        out: list[Any] = [None] * n
+        out[r] = obj
+        if n == 1:
+            return out
+        kind = f"c{next(self._seq) % 4096}"
+        for s in range(n - 1):
+            item = out[(r - s) % n]
+            h = _Sent(self._put(kind, (r + 1) % n, item, len(pickle.dumps(item)), scale=1.0))
+            out[(r - s - 1) % n] = self._recv(kind, (r - 1) % n)
+            h.wait()
+        return out
+
+    # -- shared state, background activities, synchronisation ----------------------------
+    def counter_add(self, key: str, n: int = 1) -> int:
+        c = self._w.counters
+        c[key] = c.get(key, 0) + n
+        return c[key]
+
+    def start_background(self, fn: Callable[[], None], name: str) -> "_Background":
+        return _Background(fn, f"{name}@{self._me}")
+
+    def lock(self) -> "_Lock":
+        return _Lock()
+
+    def event(self) -> "_Event":
+        return _Event()
+
+    def queue(self) -> "_Queue":
+        return _Queue()
+
+
+class _Done:
+    def wait(self) -> None:
+        pass
+
+    def is_completed(self) -> bool:
+        return True
+
+
+class _Background:
+    """A background activity: an actor on the caller's host (``join``/``is_alive`` as a thread)."""
+
+    def __init__(self, fn: Callable[[], None], name: str):
+        import simgrid
+
+        self._alive = True
+        state = _rng_state()
+
+        def body() -> None:
+            _set_rng_state(state)
+            try:
+                fn()  # the activity records its own errors (as a thread's target does)
+            finally:
+                self._alive = False
+
+        self._actor = simgrid.Actor.create(name, simgrid.this_actor.get_host(), body)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._alive:
+            blocking(self._actor.join, -1.0 if timeout is None else float(timeout))
+
+    def is_alive(self) -> bool:
+        return self._alive
+
+
+class _Lock:
+    def __init__(self):
+        import simgrid
+
+        self._m = simgrid.Mutex()
+
+    def acquire(self) -> bool:
+        blocking(self._m.lock)
+        return True
+
+    def release(self) -> None:
+        self._m.unlock()
+
+    def __enter__(self) -> "_Lock":
+        return self.acquire() and self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class _Event:
+    """``threading.Event`` on simulated time."""
+
+    def __init__(self):
+        import simgrid
+
+        self._flag, self._waiting, self._sem = False, 0, simgrid.Semaphore(0)
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        self._flag = True
+        while self._waiting:
+            self._waiting -= 1
+            self._sem.release()
+
+    def clear(self) -> None:
+        self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._flag:
+            return True
+        self._waiting += 1
+        timed_out = blocking(self._sem.acquire_timeout, -1.0 if timeout is None else float(timeout))
+        if timed_out:
+            self._waiting -= 1
+        return self._flag
+
+
+class _Queue:
+    """``queue.Queue`` (``put``/``get``) on simulated time."""
+
+    def __init__(self):
+        import simgrid
+
+        self._items: collections.deque = collections.deque()
+        self._sem = simgrid.Semaphore(0)
+
+    def put(self, item: Any) -> None:
+        self._items.append(item)
+        self._sem.release()
+
+    def get(self) -> Any:
+        blocking(self._sem.acquire)
+        return self._items.popleft()
+
+
+class SimClock(Clock):
+    """Simulated time: ``now`` is SimGrid's clock, ``sleep`` an actor sleep, and
+    ``compute(model, batch)`` charges the host ``step_s(batch)`` seconds of work after
+    the real forward/backward has run (in zero simulated time)."""
+
+    def __init__(self, step_s: Callable[[Any], float], wire_scale: Callable[[int], float] = lambda b: 1.0,
+                 description: dict[str, Any] | None = None):
+        self._step_s, self._wire_scale = step_s, wire_scale
+        self._description = description or {"kind": "simulated (SimGrid)"}
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self._description)
+
+    def now(self) -> float:
+        import simgrid
+
+        return simgrid.Engine.clock
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            import simgrid
+
+            blocking(simgrid.this_actor.sleep_for, float(seconds))
+
+    def charge(self, seconds: float) -> None:
+        if seconds > 0:
+            import simgrid
+
+            blocking(simgrid.this_actor.execute, float(seconds) * SPEED)
+
+    @contextmanager
+    def compute(self, *what: Any) -> Iterator[None]:
+        yield
+        batch = what[1] if len(what) > 1 else None
+        self.charge(self._step_s(batch))
+
+    def wire_scale(self, model_bytes: int) -> float:
+        return self._wire_scale(model_bytes)

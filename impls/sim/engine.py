@@ -1,0 +1,81 @@
+"""Run one configuration on the simulated platform: one process, one SimGrid engine,
+one actor per rank (workers and servers), each running :func:`impls.runtime.trainer.train`
+with a :class:`~impls.backends.sim.SimBackend` and a :class:`~impls.backends.sim.SimClock`.
+
+SimGrid allows one engine per process, so every simulated run is a process of its own
+(``python -m impls.sim``); it is deterministic: the same config gives the same numbers,
+simulated times included.  A rank's exception ends that rank; the others end or block,
+and the first error (in rank order) is raised once the simulation stops.  Ranks still
+blocked when nothing else can happen are a deadlock (on real ranks: a hang until the
+process group's timeout), raised as :class:`SimulationDeadlock` naming them.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import ConfigError
+from .platforms import check_hosts, platform_config
+from .profiles import profile_config
+
+
+class SimulationDeadlock(RuntimeError):
+    pass
+
+
+def check_sim_config(raw: Mapping[str, Any]) -> tuple[Any, Any, int]:
+    """Platform and profile configs of a simulated run, and its number of hosts (every
+    error raised here names its key, before any simulation starts)."""
+    from ..runconfig import resolve
+
+    res = resolve(raw)
+    if res.run.backend != "simgrid":
+        raise ConfigError("backend", f"{res.run.backend!r} is not a simulated backend; use 'simgrid'")
+    hosts = len(res.algorithm_cls.roles(res.run.nodes, res.algorithm))
+    pcfg = platform_config(res.run.platform)
+    check_hosts(pcfg, hosts)
+    return pcfg, profile_config(res.run.profile), hosts
+
+
+def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.PathLike | None = None,
+             calibration: str | os.PathLike | None = None) -> None:
+    """Run ``raw`` (a resolved run config with ``backend: simgrid``) to completion."""
+    import simgrid
+
+    from ..backends.sim import SimBackend, SimClock, World
+    from ..runtime.trainer import train
+    from .platforms import build_platform
+    from .profiles import build_profile
+
+    raw = copy.deepcopy(dict(raw))
+    raw.setdefault("workload", {})["loader_workers"] = 0  # all ranks share this process
+    pcfg, prof_cfg, n = check_sim_config(raw)
+    profile = build_profile(prof_cfg, raw, calibration)
+    engine = simgrid.Engine(["distrepro", "--log=root.thres:critical", "--cfg=network/model:LV08"])
+    platform = build_platform(pcfg, n)
+    world = World(platform.hosts, pcfg.allreduce_algorithm)
+    outcome: dict[int, BaseException | None] = {}
+    describe = {**profile.describe(), "platform": {k: v for k, v in vars(pcfg).items() if v is not None}}
+
+    def rank_main(rank: int) -> None:
+        clock = SimClock(profile.step_s, profile.wire_scale, describe)
+        try:
+            train(raw, Path(out), ckpt_dir, SimBackend(world, rank, list(range(n))), clock)
+            outcome[rank] = None
+        except BaseException as e:  # noqa: BLE001 - an uncaught exception would abort the process
+            outcome[rank] = e
+
+    for r in range(n):
+        world.actors[r] = simgrid.Actor.create(f"rank{r}", platform.hosts[r], rank_main, r)
+    platform.start_background(int(raw.get("seed", 0)))
+    engine.run()
+    errors = [outcome[r] for r in sorted(outcome) if outcome[r] is not None]
+    if errors:
+        raise errors[0]
+    stuck = [r for r in range(n) if r not in outcome]
+    if stuck:
+        raise SimulationDeadlock(f"simulation deadlocked at simulated time {simgrid.Engine.clock:.6f} s: "
+                                 f"rank(s) {stuck} blocked forever (a send or receive without its match)")

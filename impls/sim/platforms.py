@@ -1,0 +1,203 @@
+"""Simulated platforms: the papers' clusters, built in code with SimGrid's platform API.
+
+A platform is a preset (``platform.name``) whose numbers can be overridden key by key.
+Every host has the same nominal speed (:data:`impls.backends.sim.SPEED`); compute is
+charged by the timing profile (:mod:`impls.sim.profiles`), so a host's speed never
+needs a paper number.  The network uses SimGrid's default flow-level TCP model
+(``LV08``, validated by Velho & Legrand 2009): a flow gets 97 % of its bottleneck
+link's bandwidth, links are shared max-min fairly among the flows crossing them, and
+a route's latency is multiplied by 13.01 (TCP's slow start and handshakes).  Link
+latencies are set so that a message's **end-to-end latency is ``latency_us``** under
+that factor, so each preset's alpha-beta parameters are::
+
+    alpha = latency_us * 1e-6 s        beta = 0.97 * nic_gbps * 1e9 / 8 bytes/s
+
+(:meth:`Platform.alpha_beta`; the cost-model test checks a ring all-reduce against
+``2 (n - 1) (alpha + S / (n beta))``).
+
+Presets:
+
+* ``ethernet_10g`` - the SGP / SlowMo clusters (Assran et al. 2019; Wang et al. 2020):
+  one 10 Gbit/s Ethernet NIC per node behind a non-blocking switch, 50 us per message
+  (a typical TCP figure, not a paper's).
+* ``infiniband_100g`` - SGP's fast network: 100 Gbit/s EDR InfiniBand, 2 us.
+* ``shared_hpc`` - a network-sharing HPC cluster (AD-PSGD's setting: other jobs'
+  traffic crosses the same core): racks of ``rack_size`` nodes with 10 Gbit/s NICs,
+  each rack's uplink (``uplink_gbps``) shared by its nodes and by seeded background
+  traffic between racks, on average ``background_load`` of each uplink (on/off bursts
+  of ``burst_mb`` with exponential gaps, seeded by the run's seed).
+* ``fat_tree`` - a two-level, full-bisection fat tree for 64-256 nodes (16 nodes per
+  leaf switch, 16 spine switches), 100 Gbit/s links, 1 us per hop.
+
+Choose one with ``platform: {name: ethernet_10g}`` (``backend: simgrid``); more hosts
+than ``max_hosts`` is refused before any job runs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..dataclass_config import from_dict
+from ..errors import ConfigError
+from ..registry import Registry
+
+LATENCY_FACTOR = 13.01  # SimGrid LV08: route latency x 13.01
+BANDWIDTH_FACTOR = 0.97  # SimGrid LV08: a flow gets 97 % of its bottleneck link
+
+PLATFORMS: Registry = Registry("platform", "platform.name")
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "ethernet_10g": {"nic_gbps": 10.0, "latency_us": 50.0, "max_hosts": 256},
+    "infiniband_100g": {"nic_gbps": 100.0, "latency_us": 2.0, "max_hosts": 256},
+    "shared_hpc": {"nic_gbps": 10.0, "latency_us": 50.0, "max_hosts": 256, "rack_size": 8, "uplink_gbps": 20.0,
+                   "background_load": 0.5, "burst_mb": 64.0},
+    "fat_tree": {"nic_gbps": 100.0, "latency_us": 4.0, "max_hosts": 256},
+}
+_RACK_KEYS = ("rack_size", "uplink_gbps", "background_load", "burst_mb")
+
+
+@dataclass
+class PlatformConfig:
+    name: str = field(default="ethernet_10g", metadata={"choices": tuple(PRESETS)})
+    nic_gbps: float | None = field(default=None, metadata={"gt": 0})  # each host's link, Gbit/s
+    latency_us: float | None = field(default=None, metadata={"min": 0})  # end-to-end per message
+    max_hosts: int | None = field(default=None, metadata={"min": 1})
+    rack_size: int | None = field(default=None, metadata={"min": 1})  # shared_hpc
+    uplink_gbps: float | None = field(default=None, metadata={"gt": 0})  # shared_hpc: each rack's uplink
+    background_load: float | None = field(default=None, metadata={"min": 0, "lt": 1})  # shared_hpc
+    burst_mb: float | None = field(default=None, metadata={"gt": 0})  # shared_hpc: one background burst
+    allreduce_algorithm: str = field(default="ring", metadata={"choices": ("ring", "tree", "recursive_doubling")})
+
+    def validate(self, key: str) -> None:
+        preset = PRESETS[self.name]
+        for k, v in preset.items():
+            if getattr(self, k) is None:
+                setattr(self, k, v)
+        for k in _RACK_KEYS:
+            if k not in preset and getattr(self, k) is not None:
+                raise ConfigError(f"{key}.{k}", f"only platform 'shared_hpc' has {k!r}, not {self.name!r}")
+
+
+def platform_config(spec: Any, key: str = "platform") -> PlatformConfig:
+    """``spec``: a preset name or ``{name: ..., <overrides>}``."""
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    return from_dict(PlatformConfig, spec, key)
+
+
+def check_hosts(cfg: PlatformConfig, hosts: int, key: str = "platform") -> None:
+    if hosts > cfg.max_hosts:
+        raise ConfigError(f"{key}.max_hosts", f"platform {cfg.name!r} has {cfg.max_hosts} hosts; this run needs "
+                                              f"{hosts} (workers and servers)")
+
+
+@dataclass
+class Platform:
+    """A built platform: the ranks' hosts, its alpha-beta parameters, background actors."""
+
+    cfg: PlatformConfig
+    hosts: list
+    start_background: Callable[[int], None] = lambda seed: None
+
+    def alpha_beta(self) -> tuple[float, float]:
+        return self.cfg.latency_us * 1e-6, BANDWIDTH_FACTOR * self.cfg.nic_gbps * 1e9 / 8
+
+
+def build_platform(cfg: PlatformConfig, hosts: int) -> Platform:
+    """Create the platform in the current SimGrid engine, with ``hosts`` rank hosts."""
+    check_hosts(cfg, hosts)
+    return PLATFORMS.get(cfg.name)(cfg, hosts)
+
+
+def _link(zone, name: str, gbps: float, latency_s: float):
+    return zone.create_split_duplex_link(name, gbps * 1e9 / 8).set_latency(latency_s).seal()
+
+
+def _star(cfg: PlatformConfig, n: int) -> Platform:
+    import simgrid
+
+    from ..backends.sim import SPEED
+
+    zone = simgrid.NetZone.create_star_zone("cluster")
+    lat = cfg.latency_us * 1e-6 / (2 * LATENCY_FACTOR)  # two links per route
+    hosts = []
+    for i in range(n):
+        h = zone.create_host(f"node{i}", SPEED).seal()
+        nic = _link(zone, f"nic{i}", cfg.nic_gbps, lat)
+        zone.add_route(h.netpoint, None, None, None, [simgrid.LinkInRoute(nic, simgrid.LinkInRoute.Direction.UP)],
+                       True)
+        hosts.append(h)
+    zone.seal()
+    return Platform(cfg, hosts)
+
+
+PLATFORMS.register("ethernet_10g")(_star)
+PLATFORMS.register("infiniband_100g")(_star)
+
+
+@PLATFORMS.register("shared_hpc")
+def _racks(cfg: PlatformConfig, n: int) -> Platform:
+    import simgrid
+
+    from ..backends.sim import SPEED
+
+    up, down = simgrid.LinkInRoute.Direction.UP, simgrid.LinkInRoute.Direction.DOWN
+    racks = max(2, -(-n // cfg.rack_size))  # background traffic needs another rack to go to
+    zone = simgrid.NetZone.create_full_zone("hpc")
+    lat = cfg.latency_us * 1e-6 / (4 * LATENCY_FACTOR)  # up to four links per route
+    hosts = [zone.create_host(f"node{i}", SPEED).seal() for i in range(n)]
+    bg = [zone.create_host(f"other-jobs{r}", SPEED).seal() for r in range(racks)]
+    nics = [_link(zone, f"nic{i}", cfg.nic_gbps, 2 * lat) for i in range(n)]
+    uplinks = [_link(zone, f"uplink{r}", cfg.uplink_gbps, lat) for r in range(racks)]
+    bg_nics = [_link(zone, f"other-jobs-nic{r}", cfg.uplink_gbps, 2 * lat) for r in range(racks)]
+    ends = [(h, nic, i // cfg.rack_size) for i, (h, nic) in enumerate(zip(hosts, nics))]
+    ends += [(h, nic, r) for r, (h, nic) in enumerate(zip(bg, bg_nics))]
+    for a in range(len(ends)):
+        for b in range(a + 1, len(ends)):
+            (ha, la, ra), (hb, lb, rb) = ends[a], ends[b]
+            route = [simgrid.LinkInRoute(la, up)]
+            if ra != rb:
+                route += [simgrid.LinkInRoute(uplinks[ra], up), simgrid.LinkInRoute(uplinks[rb], down)]
+            route.append(simgrid.LinkInRoute(lb, down))
+            zone.add_route(ha.netpoint, hb.netpoint, None, None, route, True)
+    zone.seal()
+
+    def start_background(seed: int) -> None:
+        if cfg.background_load <= 0:
+            return
+        burst = cfg.burst_mb * 1e6
+        busy = burst / (BANDWIDTH_FACTOR * cfg.uplink_gbps * 1e9 / 8)  # one burst alone on an uplink
+        mean_gap = busy * (1 - cfg.background_load) / cfg.background_load
+        for r in range(racks):
+            rng = random.Random(seed * 1_000_003 + 7919 * r + 1)
+
+            def other_jobs(r=r, rng=rng) -> None:
+                while True:
+                    simgrid.this_actor.sleep_for(rng.expovariate(1.0 / mean_gap))
+                    dst = rng.choice([x for x in range(racks) if x != r])
+                    simgrid.Comm.sendto(bg[r], bg[dst], int(burst))
+
+            simgrid.Actor.create(f"other-jobs{r}", bg[r], other_jobs).daemonize()
+
+    return Platform(cfg, hosts, start_background)
+
+
+@PLATFORMS.register("fat_tree")
+def _fat_tree(cfg: PlatformConfig, n: int) -> Platform:
+    import simgrid
+
+    from ..backends.sim import SPEED
+
+    made: dict[int, Any] = {}
+
+    def node(zone, coord, ident):
+        made[ident] = zone.create_host(f"node{ident}", SPEED).seal()
+        return made[ident].netpoint, None
+
+    lat = cfg.latency_us * 1e-6 / (4 * LATENCY_FACTOR)  # four links between leaves of two switches
+    simgrid.NetZone.create_fatTree_zone("fat_tree", None, simgrid.FatTreeParams(2, [16, 16], [1, 16], [1, 1]),
+                                        simgrid.ClusterCallbacks(node, None, None), cfg.nic_gbps * 1e9 / 8, lat,
+                                        simgrid.Link.SharingPolicy.SPLITDUPLEX).seal()
+    return Platform(cfg, [made[i] for i in range(n)])

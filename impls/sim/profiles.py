@@ -1,0 +1,176 @@
+"""Timing profiles: how much simulated compute a worker's step costs, and how much its
+messages weigh.
+
+The simulated platform runs the stand-in workload's real math; the profile decides
+what that math *costs* (``profile: {name: ...}``):
+
+* ``measured`` - this machine: the stand-in's uncontended single-rank forward/backward
+  time per sample (one thread, median of 20 steps after 3 warm-up steps), calibrated
+  once per workload and machine and cached (``--calibration`` file), so every run of a
+  pipeline charges the same number; it is recorded in each run's provenance.  A step
+  costs ``sample_us x batch rows``; messages weigh their real bytes.
+* ``fixed`` - a given compute time per step (``step_ms``) and, optionally, a model size
+  (``model_mb``) the messages are scaled to.  For what-if studies and tests.
+* ``resnet50_v100x8`` - ResNet-50 on one 8-V100 node (the SGP / SlowMo clusters, 256
+  images per node and step).  Model: 25,557,032 fp32 parameters (torchvision's
+  model card) = 102.228 MB.  Compute: **from one published row only**, SlowMo
+  (Wang et al. 2020) Table 2a AR-SGD at 32 nodes on 10 GbE, 420 ms per iteration,
+  minus the ring all-reduce of the model on the ``ethernet_10g`` preset
+  (``2 x 31 x (50 us + 102.228 MB / (32 x 0.97 x 1.25 GB/s))`` = 166.4 ms):
+  ``step_ms`` = 253.6.  The same table's SGP (304 ms) and OSGP (271 ms) rows are then
+  predictions of the network model (``bench/slowmo_table2a``).  Not given by the
+  papers, and chosen here: the node's 8 GPUs are one simulated host (intra-node
+  all-reduce over NVLink is folded into the compute time), and gradients travel in
+  fp32.
+* ``transformer_wmt16_v100x8`` - the big Transformer on WMT'16 En-De, one 8-V100 node.
+  Model: about 210 M fp32 parameters (Ott et al. 2018, "Scaling Neural Machine
+  Translation": the big model with a shared 32 K vocabulary) = 840 MB.  Compute from
+  SlowMo Table 2b's AR-Adam row only (1648 ms at 8 nodes on 10 GbE) minus the ring
+  all-reduce on ``ethernet_10g`` (``2 x 7 x (50 us + 840 MB / (8 x 1.2125 GB/s))`` =
+  1212.9 ms): ``step_ms`` = 435.1.  SGP (1225 ms) is then a prediction.
+
+Under a paper profile every message of the algorithm is scaled by (profile model
+bytes / stand-in model bytes), so a compression ratio or a topology keeps its meaning:
+the stand-in's 19 KB model travels as ResNet-50's 102 MB.  The runtime's own control
+traffic (agreement flags, consensus measurement) is not scaled.  Every simulated
+result says so in its provenance (``time``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform as _platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from ..dataclass_config import from_dict
+from ..errors import ConfigError
+
+PAPER = {
+    "resnet50_v100x8": {"step_ms": 253.6, "model_mb": 102.228128,
+                        "source": "SlowMo Table 2a AR-SGD (420 ms, 32 nodes, 10 GbE) minus the ring all-reduce"},
+    "transformer_wmt16_v100x8": {"step_ms": 435.1, "model_mb": 840.0,
+                                 "source": "SlowMo Table 2b AR-Adam (1648 ms, 8 nodes, 10 GbE) minus the ring "
+                                           "all-reduce"},
+}
+KINDS = ("measured", "fixed", *PAPER)
+
+
+@dataclass
+class ProfileConfig:
+    name: str = field(default="measured", metadata={"choices": KINDS})
+    step_ms: float | None = field(default=None, metadata={"gt": 0})  # fixed / paper: compute per step
+    model_mb: float | None = field(default=None, metadata={"gt": 0})  # messages scaled to this model size
+    sample_us: float | None = field(default=None, metadata={"gt": 0})  # measured: skip the calibration
+
+    def validate(self, key: str) -> None:
+        if self.name == "fixed" and self.step_ms is None:
+            raise ConfigError(f"{key}.step_ms", "profile 'fixed' needs step_ms (compute per step, ms)")
+        if self.name == "measured" and (self.step_ms is not None or self.model_mb is not None):
+            bad = "step_ms" if self.step_ms is not None else "model_mb"
+            raise ConfigError(f"{key}.{bad}", "profile 'measured' takes its time from this machine; "
+                                              "use profile 'fixed' to give one")
+        if self.name != "measured" and self.sample_us is not None:
+            raise ConfigError(f"{key}.sample_us", f"only profile 'measured' has sample_us, not {self.name!r}")
+        if self.name in PAPER:
+            for k in ("step_ms", "model_mb"):
+                if getattr(self, k) is None:
+                    setattr(self, k, PAPER[self.name][k])
+
+
+def profile_config(spec: Any, key: str = "profile") -> ProfileConfig:
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    return from_dict(ProfileConfig, spec, key)
+
+
+def _rows(batch: Any) -> int:
+    if isinstance(batch, (tuple, list)) and batch and hasattr(batch[0], "shape"):
+        return int(batch[0].shape[0])
+    return 1
+
+
+@dataclass
+class Profile:
+    cfg: ProfileConfig
+    sample_s: float | None = None  # measured
+    calibration: dict[str, Any] | None = None
+
+    def step_s(self, batch: Any) -> float:
+        if self.cfg.name == "measured":
+            return self.sample_s * _rows(batch)
+        return self.cfg.step_ms / 1e3
+
+    def wire_scale(self, model_bytes: int) -> float:
+        return 1.0 if self.cfg.model_mb is None else self.cfg.model_mb * 1e6 / model_bytes
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": "simulated (SimGrid)", "profile": self.cfg.name}
+        if self.cfg.name == "measured":
+            d.update(sample_us=self.sample_s * 1e6, calibration=self.calibration)
+        else:
+            d.update(step_ms=self.cfg.step_ms, model_mb=self.cfg.model_mb,
+                     source=PAPER.get(self.cfg.name, {}).get("source", "given"))
+        return d
+
+
+def measure_sample_s(raw: Mapping[str, Any], steps: int = 20, warmup: int = 3) -> float:
+    """The stand-in's forward/backward time per sample on this machine, one thread."""
+    from ..runconfig import resolve
+    from ..tasks import build_task
+
+    res = resolve(raw)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        task = build_task(res.workload, torch.device("cpu"))
+        torch.manual_seed(0)
+        task.build_data()
+        model = task.build_model()
+        from ..data.sampler import build_sampler
+        from ..runtime.loop import batches
+
+        sampler = build_sampler(res.workload.dataset.get("partition"), task.train, res.workload.batch_size, 0, 1, 0)
+        sampler.set_epoch(0)
+        batch = next(batches(task.train, sampler, 0, torch.device("cpu")))
+        times = []
+        for i in range(warmup + steps):
+            model.zero_grad()
+            t0 = time.perf_counter()
+            task.loss(model, batch).backward()
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times) / _rows(batch)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def build_profile(cfg: ProfileConfig, raw: Mapping[str, Any], calibration: str | os.PathLike | None) -> Profile:
+    """The run's profile; ``measured`` reads (or, once, measures and writes) the cache."""
+    if cfg.name != "measured":
+        return Profile(cfg)
+    if cfg.sample_us is not None:
+        return Profile(cfg, cfg.sample_us / 1e6, {"given": True})
+    key = json.dumps({"workload": raw.get("workload"), "torch": torch.__version__, "host": _platform.node()},
+                     sort_keys=True)
+    if calibration is None:
+        return Profile(cfg, measure_sample_s(raw), {"cached": False})
+    path = Path(calibration)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel runs of one pipeline calibrate once, and agree
+        table = json.loads(path.read_text()) if path.exists() else {}
+        if key not in table:
+            table[key] = {"sample_s": measure_sample_s(raw), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
+            os.replace(tmp, path)
+    entry = table[key]
+    return Profile(cfg, entry["sample_s"], {"file": str(path), "measured_at": entry["measured_at"]})

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
 from .platforms import check_hosts, platform_config
@@ -40,42 +40,58 @@ def check_sim_config(raw: Mapping[str, Any]) -> tuple[Any, Any, int]:
     return pcfg, profile_config(res.run.profile), hosts
 
 
-def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.PathLike | None = None,
-             calibration: str | os.PathLike | None = None) -> None:
-    """Run ``raw`` (a resolved run config with ``backend: simgrid``) to completion."""
+def run_actors(pcfg: Any, n: int, main: Callable[[int, Any], Any], seed: int = 0) -> list[Any]:
+    """Simulate ``n`` ranks on platform ``pcfg``: rank ``r`` runs ``main(r, world)`` as an
+    actor on host ``r`` (``world``: the :class:`~impls.backends.sim.World`, to build the
+    rank's :class:`~impls.backends.sim.SimBackend`); returns every rank's return value.
+    One call per process (SimGrid's engine cannot be restarted)."""
     import simgrid
 
-    from ..backends.sim import SimBackend, SimClock, World
-    from ..runtime.trainer import train
+    from ..backends.sim import World
     from .platforms import build_platform
-    from .profiles import build_profile
 
-    raw = copy.deepcopy(dict(raw))
-    raw.setdefault("workload", {})["loader_workers"] = 0  # all ranks share this process
-    pcfg, prof_cfg, n = check_sim_config(raw)
-    profile = build_profile(prof_cfg, raw, calibration)
     engine = simgrid.Engine(["distrepro", "--log=root.thres:critical", "--cfg=network/model:LV08"])
     platform = build_platform(pcfg, n)
-    world = World(platform.hosts, pcfg.allreduce_algorithm)
-    outcome: dict[int, BaseException | None] = {}
-    describe = {**profile.describe(), "platform": {k: v for k, v in vars(pcfg).items() if v is not None}}
+    world = World(platform.hosts, pcfg.allreduce_algorithm, pcfg.small_allreduce_bytes)
+    outcome: dict[int, tuple[bool, Any]] = {}
 
-    def rank_main(rank: int) -> None:
-        clock = SimClock(profile.step_s, profile.wire_scale, describe)
+    def body(rank: int) -> None:
         try:
-            train(raw, Path(out), ckpt_dir, SimBackend(world, rank, list(range(n))), clock)
-            outcome[rank] = None
+            outcome[rank] = (True, main(rank, world))
+        except simgrid.ActorKilled:  # SimGrid ends the actors of a deadlock this way: leave, unrecorded
+            raise
         except BaseException as e:  # noqa: BLE001 - an uncaught exception would abort the process
-            outcome[rank] = e
+            outcome[rank] = (False, e)
 
     for r in range(n):
-        world.actors[r] = simgrid.Actor.create(f"rank{r}", platform.hosts[r], rank_main, r)
-    platform.start_background(int(raw.get("seed", 0)))
+        world.actors[r] = simgrid.Actor.create(f"rank{r}", platform.hosts[r], body, r)
+    platform.start_background(seed)
     engine.run()
-    errors = [outcome[r] for r in sorted(outcome) if outcome[r] is not None]
+    errors = [outcome[r][1] for r in sorted(outcome) if not outcome[r][0]]
     if errors:
         raise errors[0]
     stuck = [r for r in range(n) if r not in outcome]
     if stuck:
         raise SimulationDeadlock(f"simulation deadlocked at simulated time {simgrid.Engine.clock:.6f} s: "
                                  f"rank(s) {stuck} blocked forever (a send or receive without its match)")
+    return [outcome[r][1] for r in range(n)]
+
+
+def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.PathLike | None = None,
+             calibration: str | os.PathLike | None = None) -> None:
+    """Run ``raw`` (a resolved run config with ``backend: simgrid``) to completion."""
+    from ..backends.sim import SimBackend, SimClock
+    from ..runtime.trainer import train
+    from .profiles import build_profile
+
+    raw = copy.deepcopy(dict(raw))
+    raw.setdefault("workload", {})["loader_workers"] = 0  # all ranks share this process
+    pcfg, prof_cfg, n = check_sim_config(raw)
+    profile = build_profile(prof_cfg, raw, calibration)
+    describe = {**profile.describe(), "platform": {k: v for k, v in vars(pcfg).items() if v is not None}}
+
+    def rank_main(rank: int, world: Any) -> None:
+        clock = SimClock(profile.step_s, profile.wire_scale, describe)
+        train(raw, Path(out), ckpt_dir, SimBackend(world, rank, list(range(n))), clock)
+
+    run_actors(pcfg, n, rank_main, int(raw.get("seed", 0)))

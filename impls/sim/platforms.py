@@ -5,13 +5,16 @@ Every host has the same nominal speed (:data:`impls.backends.sim.SPEED`); comput
 charged by the timing profile (:mod:`impls.sim.profiles`), so a host's speed never
 needs a paper number.  The network uses SimGrid's default flow-level TCP model
 (``LV08``, validated by Velho & Legrand 2009): a flow gets 97 % of its bottleneck
-link's bandwidth, links are shared max-min fairly among the flows crossing them, and
-a route's latency is multiplied by 13.01 (TCP's slow start and handshakes).  Link
-latencies are set so that a message's **end-to-end latency is ``latency_us``** under
-that factor, so each preset's alpha-beta parameters are::
+link's bandwidth, links are shared max-min fairly among the flows crossing them, a
+route's latency is multiplied by 13.01 (TCP's slow start and handshakes), and each
+flow's acknowledgments load the reverse route with 5 % of its rate ("cross traffic").
+Link latencies are set so that a message's **end-to-end latency is ``latency_us``**
+under that factor, so each preset's alpha-beta parameters are::
 
-    alpha = latency_us * 1e-6 s        beta = 0.97 * nic_gbps * 1e9 / 8 bytes/s
+    alpha = latency_us * 1e-6 s        beta = 0.97 * nic_gbps * 1e9 / 8 / 1.05 bytes/s
 
+where beta is the rate of a NIC that sends and receives at once (every step of a ring
+or of a gossip exchange; a lone one-way flow gets 5 % more)
 (:meth:`Platform.alpha_beta`; the cost-model test checks a ring all-reduce against
 ``2 (n - 1) (alpha + S / (n beta))``).
 
@@ -23,7 +26,7 @@ Presets:
 * ``infiniband_100g`` - SGP's fast network: 100 Gbit/s EDR InfiniBand, 2 us.
 * ``shared_hpc`` - a network-sharing HPC cluster (AD-PSGD's setting: other jobs'
   traffic crosses the same core): racks of ``rack_size`` nodes with 10 Gbit/s NICs,
-  each rack's uplink (``uplink_gbps``) shared by its nodes and by seeded background
+  each rack's uplink (``uplink_gbps``, 10: 8:1 oversubscribed, as shared clusters are) shared by its nodes and by seeded background
   traffic between racks, on average ``background_load`` of each uplink (on/off bursts
   of ``burst_mb`` with exponential gaps, seeded by the run's seed).
 * ``fat_tree`` - a two-level, full-bisection fat tree for 64-256 nodes (16 nodes per
@@ -45,13 +48,14 @@ from ..registry import Registry
 
 LATENCY_FACTOR = 13.01  # SimGrid LV08: route latency x 13.01
 BANDWIDTH_FACTOR = 0.97  # SimGrid LV08: a flow gets 97 % of its bottleneck link
+CROSS_TRAFFIC = 0.05  # SimGrid: a flow's acknowledgments take 5 % of its rate on the reverse route
 
 PLATFORMS: Registry = Registry("platform", "platform.name")
 
 PRESETS: dict[str, dict[str, Any]] = {
     "ethernet_10g": {"nic_gbps": 10.0, "latency_us": 50.0, "max_hosts": 256},
     "infiniband_100g": {"nic_gbps": 100.0, "latency_us": 2.0, "max_hosts": 256},
-    "shared_hpc": {"nic_gbps": 10.0, "latency_us": 50.0, "max_hosts": 256, "rack_size": 8, "uplink_gbps": 20.0,
+    "shared_hpc": {"nic_gbps": 10.0, "latency_us": 50.0, "max_hosts": 256, "rack_size": 8, "uplink_gbps": 10.0,
                    "background_load": 0.5, "burst_mb": 64.0},
     "fat_tree": {"nic_gbps": 100.0, "latency_us": 4.0, "max_hosts": 256},
 }
@@ -69,6 +73,7 @@ class PlatformConfig:
     background_load: float | None = field(default=None, metadata={"min": 0, "lt": 1})  # shared_hpc
     burst_mb: float | None = field(default=None, metadata={"gt": 0})  # shared_hpc: one background burst
     allreduce_algorithm: str = field(default="ring", metadata={"choices": ("ring", "tree", "recursive_doubling")})
+    small_allreduce_bytes: int = field(default=65536, metadata={"min": 0})  # below: recursive doubling (0: never)
 
     def validate(self, key: str) -> None:
         preset = PRESETS[self.name]
@@ -102,7 +107,13 @@ class Platform:
     start_background: Callable[[int], None] = lambda seed: None
 
     def alpha_beta(self) -> tuple[float, float]:
-        return self.cfg.latency_us * 1e-6, BANDWIDTH_FACTOR * self.cfg.nic_gbps * 1e9 / 8
+        return alpha_beta(self.cfg)
+
+
+def alpha_beta(cfg: PlatformConfig) -> tuple[float, float]:
+    """The preset's per-message latency (s) and per-direction bandwidth (bytes/s) of a NIC
+    sending and receiving at once (see the module docstring)."""
+    return cfg.latency_us * 1e-6, BANDWIDTH_FACTOR * cfg.nic_gbps * 1e9 / 8 / (1 + CROSS_TRAFFIC)
 
 
 def build_platform(cfg: PlatformConfig, hosts: int) -> Platform:

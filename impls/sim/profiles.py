@@ -15,9 +15,10 @@ what that math *costs* (``profile: {name: ...}``):
   images per node and step).  Model: 25,557,032 fp32 parameters (torchvision's
   model card) = 102.228 MB.  Compute: **from one published row only**, SlowMo
   (Wang et al. 2020) Table 2a AR-SGD at 32 nodes on 10 GbE, 420 ms per iteration,
-  minus the ring all-reduce of the model on the ``ethernet_10g`` preset
-  (``2 x 31 x (50 us + 102.228 MB / (32 x 0.97 x 1.25 GB/s))`` = 166.4 ms):
-  ``step_ms`` = 253.6.  The same table's SGP (304 ms) and OSGP (271 ms) rows are then
+  minus the ring all-reduce of the model among 32 hosts of the ``ethernet_10g`` preset
+  as this simulator times it (174.6 ms; the alpha-beta formula
+  ``2 x 31 x (50 us + 102.228 MB / (32 x 1.155 GB/s))`` gives 174.6 ms too):
+  ``step_ms`` = 245.4.  The same table's SGP (304 ms) and OSGP (271 ms) rows are then
   predictions of the network model (``bench/slowmo_table2a``).  Not given by the
   papers, and chosen here: the node's 8 GPUs are one simulated host (intra-node
   all-reduce over NVLink is folded into the compute time), and gradients travel in
@@ -26,8 +27,8 @@ what that math *costs* (``profile: {name: ...}``):
   Model: about 210 M fp32 parameters (Ott et al. 2018, "Scaling Neural Machine
   Translation": the big model with a shared 32 K vocabulary) = 840 MB.  Compute from
   SlowMo Table 2b's AR-Adam row only (1648 ms at 8 nodes on 10 GbE) minus the ring
-  all-reduce on ``ethernet_10g`` (``2 x 7 x (50 us + 840 MB / (8 x 1.2125 GB/s))`` =
-  1212.9 ms): ``step_ms`` = 435.1.  SGP (1225 ms) is then a prediction.
+  all-reduce among 8 hosts of ``ethernet_10g`` as simulated (1273.7 ms):
+  ``step_ms`` = 374.3.  SGP (1225 ms) is then a prediction.
 
 Under a paper profile every message of the algorithm is scaled by (profile model
 bytes / stand-in model bytes), so a compression ratio or a topology keeps its meaning:
@@ -54,9 +55,9 @@ from ..dataclass_config import from_dict
 from ..errors import ConfigError
 
 PAPER = {
-    "resnet50_v100x8": {"step_ms": 253.6, "model_mb": 102.228128,
+    "resnet50_v100x8": {"step_ms": 245.4, "model_mb": 102.228128,
                         "source": "SlowMo Table 2a AR-SGD (420 ms, 32 nodes, 10 GbE) minus the ring all-reduce"},
-    "transformer_wmt16_v100x8": {"step_ms": 435.1, "model_mb": 840.0,
+    "transformer_wmt16_v100x8": {"step_ms": 374.3, "model_mb": 840.0,
                                  "source": "SlowMo Table 2b AR-Adam (1648 ms, 8 nodes, 10 GbE) minus the ring "
                                            "all-reduce"},
 }

@@ -1,0 +1,152 @@
+"""Scenarios on the simulated platform, one per process (SimGrid's engine runs once per
+process): ``python tests/sim_probe.py <scenario> '<json args>'`` prints a JSON result.
+Used by ``tests/test_sim_platform.py``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from impls.backends.sim import SimBackend  # noqa: E402
+from impls.sim.engine import run_actors  # noqa: E402
+from impls.sim.measure import collective_times  # noqa: E402
+from impls.sim.platforms import platform_config  # noqa: E402
+
+
+def _now() -> float:
+    import simgrid
+
+    return simgrid.Engine.clock
+
+
+def ring_cost(a):
+    cfg = platform_config({**a["platform"], "small_allreduce_bytes": 0})
+    return collective_times(cfg, a["n"], a["sizes"])
+
+
+def collectives(a):
+    """Every collective's values, on every rank, with the given all-reduce algorithm."""
+    n = a["n"]
+    cfg = platform_config({"name": "ethernet_10g", "allreduce_algorithm": a["algorithm"],
+                           "small_allreduce_bytes": 0})
+
+    def main(rank, world):
+        b = SimBackend(world, rank, list(range(n)))
+        x = torch.arange(7, dtype=torch.float64) * (rank + 1) + rank  # 7: chunks of unequal size
+        got = {}
+        for op in ("sum", "max", "min"):
+            t = x.clone()
+            b.all_reduce(t, op=op)
+            got[f"all_reduce_{op}"] = t.tolist()
+        t = x.clone()
+        h = b.all_reduce(t, async_op=True)  # in a helper actor; the rank goes on meanwhile
+        h.wait()
+        got["all_reduce_async"] = t.tolist()
+        t = x.clone()
+        b.broadcast(t, src=n - 1)
+        got["broadcast"] = t.tolist()
+        t = x.clone()
+        b.reduce(t, dst=1)
+        got["reduce"] = t.tolist() if rank == 1 else None
+        outs = [torch.zeros(7, dtype=torch.float64) for _ in range(n)]
+        b.all_gather(outs, x)
+        got["all_gather"] = [o.tolist() for o in outs]
+        outs = [torch.zeros(7, dtype=torch.float64) for _ in range(n)]
+        b.gather(x, outs, dst=0)
+        got["gather"] = [o.tolist() for o in outs] if rank == 0 else None
+        t = torch.zeros(7, dtype=torch.float64)
+        b.scatter(t, [torch.full((7,), float(10 * d + rank)) .double() for d in range(n)], src=2)
+        got["scatter"] = t.tolist()
+        out = torch.zeros(3, dtype=torch.float64)
+        b.reduce_scatter(out, [torch.full((3,), float(d + rank), dtype=torch.float64) for d in range(n)])
+        got["reduce_scatter"] = out.tolist()
+        b.barrier()
+        got["objects"] = b.all_gather_object({"rank": rank})
+        sub = b.subgroup([0, 2])
+        if rank in (0, 2):
+            t = torch.tensor([float(rank)])
+            sub.all_reduce(t)
+            got["subgroup"] = t.tolist()
+        return got
+
+    return run_actors(cfg, n, main)
+
+
+def contention(a):
+    """Lone and simultaneous transfers of ``size`` bytes (eager point to point)."""
+    cfg = platform_config(a["platform"])
+    pairs, n, size = a["pairs"], a["n"], a["size"]
+
+    def main(rank, world):
+        b = SimBackend(world, rank, list(range(n))).scaled(size / 4096)
+        t = torch.ones(1024)
+        spans = []
+        for phase, active in (("lone", pairs[:1]), ("together", pairs)):
+            b.barrier()
+            t0 = _now()
+            for src, dst in active:
+                if rank == src:
+                    b.isend(t, dst).wait()
+                if rank == dst:
+                    b.irecv(t, src).wait()
+            if any(rank == dst for _, dst in active):
+                spans.append((phase, _now() - t0))
+        return spans
+
+    out = {}
+    for spans in run_actors(cfg, n, main):
+        for phase, d in spans:
+            out[phase] = max(out.get(phase, 0.0), d)
+    return out
+
+
+def eager(a):
+    """A late sender is charged from its post; a late receiver finds the data there."""
+    cfg = platform_config("ethernet_10g")
+    size = a["size"]
+
+    def main(rank, world):
+        b = SimBackend(world, rank, [0, 1]).scaled(size / 4096)
+        t = torch.ones(1024) * (rank + 1)
+        if rank == 0:  # late sender
+            import simgrid
+
+            simgrid.this_actor.sleep_for(1.0)
+            b.isend(t, 1).wait()
+            simgrid.this_actor.sleep_for(1.0)
+            b.isend(t, 1).wait()
+            return {"second_send_done": _now()}
+        b.irecv(t, 0).wait()
+        first = _now()
+        import simgrid
+
+        simgrid.this_actor.sleep_for(5.0)  # late receiver: the second message arrived meanwhile
+        t0 = _now()
+        b.irecv(t, 0).wait()
+        return {"first_received": first, "second_wait": _now() - t0, "value": float(t[0])}
+
+    return run_actors(cfg, 2, main)
+
+
+def deadlock(a):
+    cfg = platform_config("ethernet_10g")
+
+    def main(rank, world):
+        b = SimBackend(world, rank, [0, 1])
+        if rank == 0:
+            b.irecv(torch.zeros(3), 1).wait()  # rank 1 never sends
+
+    try:
+        run_actors(cfg, 2, main)
+    except Exception as e:  # noqa: BLE001
+        return {"error": type(e).__name__, "message": str(e)}
+    return {"error": None}
+
+
+if __name__ == "__main__":
+    print(json.dumps(globals()[sys.argv[1]](json.loads(sys.argv[2]))))

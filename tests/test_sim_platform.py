@@ -1,0 +1,120 @@
+"""The simulated platform's own behaviour: collectives compute the right values, cost
+what the platform's flow model says (alpha-beta where nothing is shared, contention
+where links are), point-to-point is eager, deadlocks and bad input are reported.
+
+Each scenario runs in a process of its own (``tests/sim_probe.py``: SimGrid's engine
+runs once per process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from impls.errors import ConfigError
+from impls.sim.measure import ring_allreduce_alpha_beta
+from impls.sim.platforms import alpha_beta, platform_config
+
+PROBE = Path(__file__).with_name("sim_probe.py")
+COST_TOL = 0.05  # the issue's bound: simulated ring all-reduce within 5 % of alpha-beta
+
+
+def probe(scenario: str, **args):
+    p = subprocess.run([sys.executable, str(PROBE), scenario, json.dumps(args)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("n", [4, 16, 64])
+def test_ring_allreduce_costs_alpha_beta(n):
+    """2 (n - 1) (alpha + S / (n beta)) within 5 %, from 1 KB to 100 MB, on 10 GbE."""
+    sizes = [1e3, 1e5, 1e7, 1e8]
+    cfg = platform_config("ethernet_10g")
+    a, b = alpha_beta(cfg)
+    for row in probe("ring_cost", platform={"name": "ethernet_10g"}, n=n, sizes=sizes):
+        want = ring_allreduce_alpha_beta(row["bytes"], n, a, b)
+        assert abs(row["seconds"] / want - 1) <= COST_TOL, (n, row, want)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "recursive_doubling"])
+def test_collectives_values(algorithm):
+    n = 5  # not a power of two: recursive doubling's extra rank, unequal ring chunks
+    got = probe("collectives", n=n, algorithm=algorithm)
+    x = [[float(i * (r + 1) + r) for i in range(7)] for r in range(n)]
+    total = [float(sum(col)) for col in zip(*x)]
+    for r, g in enumerate(got):
+        assert g["all_reduce_sum"] == total
+        assert g["all_reduce_async"] == total
+        assert g["all_reduce_max"] == x[n - 1]
+        assert g["all_reduce_min"] == x[0]
+        assert g["broadcast"] == x[n - 1]
+        assert g["reduce"] == (total if r == 1 else None)
+        assert g["all_gather"] == x
+        assert g["gather"] == (x if r == 0 else None)
+        assert g["scatter"] == [float(10 * r + 2)] * 7
+        assert g["reduce_scatter"] == [float(n * r + n * (n - 1) // 2)] * 3
+        assert g["objects"] == [{"rank": i} for i in range(n)]
+        assert g.get("subgroup") == ([2.0] if r in (0, 2) else None)
+
+
+def test_incast_shares_the_receivers_link():
+    """Two senders into one receiver: each transfer takes twice as long as alone, where
+    the per-message alpha-beta model charges both the same as one."""
+    out = probe("contention", platform={"name": "ethernet_10g"}, n=3, pairs=[[0, 2], [1, 2]], size=1e8)
+    assert 1.9 <= out["together"] / out["lone"] <= 2.1, out
+
+
+def test_rack_uplink_is_shared():
+    """Two 10 Gbit/s flows across a 10 Gbit/s rack uplink get 5 Gbit/s each (2x)."""
+    plat = {"name": "shared_hpc", "background_load": 0.0}
+    out = probe("contention", platform=plat, n=12, pairs=[[0, 8], [1, 9]], size=1e8)
+    assert 1.9 <= out["together"] / out["lone"] <= 2.1, out
+    # the other jobs' traffic slows the same lone transfer, deterministically
+    busy = {"name": "shared_hpc", "background_load": 0.5}
+    a = probe("contention", platform=busy, n=12, pairs=[[0, 8]], size=1e8)
+    b = probe("contention", platform=busy, n=12, pairs=[[0, 8]], size=1e8)
+    assert a == b
+    assert a["lone"] > 1.2 * out["lone"], (a, out)
+
+
+def test_point_to_point_is_eager():
+    size = 1e8
+    a, b = alpha_beta(platform_config("ethernet_10g"))
+    lone = a + size * 1.05 / b  # one direction only: no acknowledgments of a reverse flow
+    sender, receiver = probe("eager", size=size)
+    # the late sender (posts at t=1) is charged from its post, not from the receiver's
+    assert receiver["first_received"] == pytest.approx(1.0 + lone, rel=0.01)
+    # the late receiver (asks at ~7) finds the second message already there
+    assert receiver["second_wait"] == pytest.approx(0.0, abs=1e-9)
+    assert sender["second_send_done"] == pytest.approx(1.0 + lone + 1.0 + lone, rel=0.01)
+    assert receiver["value"] == 1.0
+
+
+def test_deadlock_names_the_blocked_rank():
+    out = probe("deadlock")
+    assert out["error"] == "SimulationDeadlock"
+    assert "rank(s) [0]" in out["message"]
+
+
+def test_bad_platform_and_profile_input():
+    from conftest import make_config
+    from impls.runconfig import resolve
+    from impls.sim.engine import check_sim_config
+
+    with pytest.raises(ConfigError, match=r"platform\.name.*allowed values: ethernet_10g"):
+        resolve(make_config("allreduce_sgd", 4, backend="simgrid", platform="ethernet_1g"))
+    with pytest.raises(ConfigError, match=r"profile\.step_ms.*needs step_ms"):
+        resolve(make_config("allreduce_sgd", 4, backend="simgrid", profile={"name": "fixed"}))
+    with pytest.raises(ConfigError, match=r"profile\.name.*allowed values: measured"):
+        resolve(make_config("allreduce_sgd", 4, backend="simgrid", profile="resnet152"))
+    with pytest.raises(ConfigError, match=r"platform\.max_hosts.*has 8 hosts; this run needs 9"):
+        check_sim_config(make_config("ps_sync", 8, backend="simgrid", platform={"name": "ethernet_10g",
+                                                                                "max_hosts": 8}))
+    with pytest.raises(ConfigError, match=r"platform\.rack_size.*only platform 'shared_hpc'"):
+        resolve(make_config("allreduce_sgd", 4, backend="simgrid", platform={"name": "fat_tree", "rack_size": 4}))
+    with pytest.raises(ConfigError, match=r"^platform: only simulated runs"):
+        resolve(make_config("allreduce_sgd", 4, platform="ethernet_10g"))

@@ -1,0 +1,92 @@
+"""Training runs on the simulated platform: the same math as real ranks, deterministic
+numbers (simulated times included), profiles recorded in provenance."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT, launch, make_config
+
+EQUAL_TOL = 1e-6  # the issue's bound; measured: 3e-8 (all-reduce: another summation order), 0 (gossip, server)
+SYNC = {  # world size 4 each, so one real launch serves them all
+    "allreduce_sgd": ("allreduce_sgd", 4),
+    "sgp": ({"name": "sgp", "topology": {"name": "exponential", "peers": 1}}, 4),
+    "ps_sync": ("ps_sync", 3),  # 3 workers + 1 server
+}
+
+
+def simulate(cfg: dict, tmp: Path, calibration: Path | None = None) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "cfg.json").write_text(json.dumps(cfg))
+    cmd = [sys.executable, "-m", "impls.sim", "--config", str(tmp / "cfg.json"), "--out", str(tmp / "out"),
+           "--checkpoint-dir", str(tmp / "ckpt")]
+    if calibration is not None:
+        cmd += ["--calibration", str(calibration)]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return tmp
+
+
+def sim_config(algo, nodes, **over):
+    return make_config(algo, nodes, backend="simgrid", platform=over.pop("platform", "ethernet_10g"),
+                       profile=over.pop("profile", {"name": "fixed", "step_ms": 10}), **over)
+
+
+@pytest.mark.spawn
+def test_simulated_equals_real_ranks(tmp_path):
+    """Synchronous methods: the simulated backend ends with the real ranks' parameters."""
+    real, _ = launch([make_config(a, n) for a, n in SYNC.values()], tmp_path / "real")
+    for (name, (algo, nodes)), res in zip(SYNC.items(), real):
+        sim = simulate(sim_config(algo, nodes), tmp_path / name)
+        for r in range(4):
+            a = res.final_state(r)
+            b = torch.load(sim / "ckpt" / f"rank{r}.pt", weights_only=False)["model"]
+            diff = max((a[k] - b[k]).abs().max().item() for k in a)
+            assert diff <= EQUAL_TOL, (name, r, diff)
+        assert json.loads((sim / "out" / "provenance.json").read_text())["backend"] == "simgrid"
+
+
+def _metrics(run: Path, ranks: int) -> list[str]:
+    return [(run / "out" / "metrics" / f"rank{r}.jsonl").read_text() for r in range(ranks)]
+
+
+def test_asynchronous_run_is_deterministic(tmp_path):
+    """AD-PSGD on the network-sharing cluster with a straggler: the same seed gives the same
+    metrics, byte for byte (simulated times included); another seed does not."""
+    cfg = sim_config("adpsgd", 8, platform={"name": "shared_hpc", "rack_size": 4}, profile="resnet50_v100x8",
+                     straggler={"kind": "fixed", "ranks": [-1], "factor": 3.0}, straggler_name="slow1x3",
+                     workload={"epochs": 1})
+    a = _metrics(simulate(cfg, tmp_path / "a"), 8)
+    b = _metrics(simulate(cfg, tmp_path / "b"), 8)
+    assert a == b
+    c = _metrics(simulate({**cfg, "seed": 2}, tmp_path / "c"), 8)
+    assert c != a
+    recs = [json.loads(x) for x in a[7].splitlines()]
+    steps = [r for r in recs if r["kind"] == "step"]
+    # the straggler's step: 3 x the profile's compute, in simulated seconds
+    assert steps[0]["time/compute_s"] + steps[0]["time/straggler_delay_s"] == pytest.approx(3 * 0.2454, rel=1e-6)
+    prov = json.loads((tmp_path / "a" / "out" / "provenance.json").read_text())
+    assert prov["time"]["profile"] == "resnet50_v100x8" and prov["time"]["platform"]["name"] == "shared_hpc"
+
+
+def test_measured_profile_is_calibrated_once(tmp_path):
+    """The 'measured' profile times this machine once per workload; later runs reuse it."""
+    cal = tmp_path / "calibration.json"
+    cfg = sim_config("allreduce_sgd", 2, profile="measured", workload={"epochs": 1, "max_steps_per_epoch": 3})
+    simulate(cfg, tmp_path / "a", cal)
+    table = json.loads(cal.read_text())
+    assert len(table) == 1
+    (entry,) = table.values()
+    simulate(cfg, tmp_path / "b", cal)
+    assert json.loads(cal.read_text()) == table  # not measured again
+    for run in ("a", "b"):
+        t = json.loads((tmp_path / run / "out" / "provenance.json").read_text())["time"]
+        assert t["profile"] == "measured" and t["sample_us"] == pytest.approx(entry["sample_s"] * 1e6)
+        step = json.loads((tmp_path / run / "out" / "metrics" / "rank0.jsonl").read_text().splitlines()[0])
+        assert step["time/compute_s"] == pytest.approx(entry["sample_s"] * 16, rel=1e-9)  # batch 16

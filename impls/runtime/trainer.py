@@ -160,6 +160,8 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
         raise ConfigError("nodes", f"config says {workers} workers ({len(roles)} processes with the algorithm's "
                                    f"other roles) but {backend.world} processes were started")
     torch.set_num_threads(run.threads_per_rank)
+    if backend.name == "simgrid":
+        wl.loader_workers = 0  # simulated ranks share one process: no loader processes per rank
     task = build_task(wl, device)
     _seed_all(run.seed)
     task.build_data()

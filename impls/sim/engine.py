@@ -12,7 +12,6 @@ process group's timeout), raised as :class:`SimulationDeadlock` naming them.
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -84,8 +83,6 @@ def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.
     from ..runtime.trainer import train
     from .profiles import build_profile
 
-    raw = copy.deepcopy(dict(raw))
-    raw.setdefault("workload", {})["loader_workers"] = 0  # all ranks share this process
     pcfg, prof_cfg, n = check_sim_config(raw)
     profile = build_profile(prof_cfg, raw, calibration)
     describe = {**profile.describe(), "platform": {k: v for k, v in vars(pcfg).items() if v is not None}}

@@ -2,7 +2,10 @@
 
 Runs of one experiment at one node count form a *launch group*: one torchrun launch
 runs them one after another (``impls.run --plan``), so each run does not pay the
-process start, ``import torch`` and rendezvous again.
+process start, ``import torch`` and rendezvous again.  A simulated run (``backend:
+simgrid``) is one process of its own (``python -m impls.sim``: SimGrid's engine runs
+once per process), all its ranks inside; its ``measured`` profile is calibrated once
+per workload into ``results/calibration/measured.json``.
 
 Layout of a run, ``results/runs/<experiment>/<method>/n<N>/<straggler>/seed<S>/``::
 
@@ -73,6 +76,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -396,7 +400,7 @@ def _watch(proc: subprocess.Popen, todo: list[dict[str, Any]], timeout_s: float)
 
 
 def classify_failure(attempt: Path, rc: int, timed_out: bool, earlier_failed: bool,
-                     timeout_s: float) -> tuple[str, str]:
+                     timeout_s: float, process: str = "torchrun") -> tuple[str, str]:
     """(kind, reason) of an attempt that is not a complete run (kinds: module docstring).
 
     ``rc``: the launch's exit code; ``timed_out``: the launch was killed while on this
@@ -412,23 +416,34 @@ def classify_failure(attempt: Path, rc: int, timed_out: bool, earlier_failed: bo
         why = "an earlier run of the launch failed" if earlier_failed else f"the launch failed (exit code {rc})"
         return "not_started", f"not started: {why}"
     missing = verify_run(attempt)
-    return "crashed", f"torchrun exited with code {rc}: {missing}" if rc else f"incomplete: {missing}"
+    return "crashed", f"{process} exited with code {rc}: {missing}" if rc else f"incomplete: {missing}"
 
 
-def _by_world(todo: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
-    """The members to run, by the number of processes each needs (workers + other roles).
+def _launches(todo: list[dict[str, Any]]) -> list[tuple[int | None, list[dict[str, Any]]]]:
+    """The processes to start: one torchrun per number of processes the members need
+    (workers + other roles), and one process per simulated member (world ``None``).
     A config the runtime will refuse runs with its workers alone (it fails there, named)."""
     from impls.errors import ConfigError
     from impls.runconfig import world_size
 
-    out: dict[int, list[dict[str, Any]]] = {}
+    by_world: dict[int, list[dict[str, Any]]] = {}
+    sims = []
     for m in todo:
+        if m["cfg"].get("backend") == "simgrid":
+            sims.append((None, [m]))
+            continue
         try:
             world = world_size(m["cfg"])
         except ConfigError:
             world = int(m["cfg"]["nodes"])
-        out.setdefault(world, []).append(m)
-    return out
+        by_world.setdefault(world, []).append(m)
+    return [*by_world.items(), *sims]
+
+
+def simulation_command(member: dict[str, Any], calibration: Path, python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", "impls.sim", "--config", str(member["config_path"]),
+            "--out", str(member["attempt"]), "--checkpoint-dir", str(member["dir"] / "checkpoint"),
+            "--calibration", str(calibration)]
 
 
 def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, launcher: dict[str, Any],
@@ -449,13 +464,16 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
         m["attempt"] = m["dir"] / f".attempt-{tag}"
         shutil.rmtree(m["attempt"], ignore_errors=True)
         m["attempt"].mkdir(parents=True)
-    # one torchrun per world size: the workers (nodes) plus an algorithm's server ranks
-    batches = _by_world(todo)
-    for world, batch in batches.items():
+    # one torchrun per world size (the workers plus an algorithm's server ranks), one
+    # process per simulated run; results/launches/<experiment>/n<N>.json -> results/
+    calibration = launch_path.parent.parent.parent / "calibration" / "measured.json"
+    batches = _launches(todo)
+    for world, batch in batches:
         plan = launch_path.parent / f".plan-{tag}.json"
         plan.write_text(json.dumps([{"config": str(m["config_path"]), "out": str(m["attempt"]),
                                      "checkpoint_dir": str(m["dir"] / "checkpoint")} for m in batch], indent=2))
-        cmd = torchrun_command(world, str(plan), launcher)
+        cmd = (simulation_command(batch[0], calibration) if world is None
+               else torchrun_command(world, str(plan), launcher))
         with open(log_path, "a") as log:
             log.write(f"$ {' '.join(cmd)}\n")
             log.flush()
@@ -466,10 +484,11 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
         plan.unlink(missing_ok=True)
         rc = rc or code
         for i, m in enumerate(batch):
-            m.update(rc=code, timed_out=timed_out == i, ran_s=ran_s, first=i == 0)
+            m.update(rc=code, timed_out=timed_out == i, ran_s=ran_s, first=i == 0,
+                     process="torchrun" if world is not None else "the simulation")
     status = []
     earlier_failed = False
-    for m in [m for batch in batches.values() for m in batch]:
+    for m in [m for _, batch in batches for m in batch]:
         earlier_failed = earlier_failed and not m["first"]  # only a failure in the same launch
         missing = verify_run(m["attempt"])
         outcome = {"returncode": m["rc"], "finished_at": _now(), "log": str(log_path),
@@ -486,7 +505,8 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
             shutil.rmtree(m["dir"] / "checkpoint", ignore_errors=True)
             outcome.update(ok_outcome(final, str(log_path)))
         else:
-            kind, reason = classify_failure(m["attempt"], m["rc"], m["timed_out"], earlier_failed, timeout_s)
+            kind, reason = classify_failure(m["attempt"], m["rc"], m["timed_out"], earlier_failed, timeout_s,
+                                            m["process"])
             earlier_failed = True
             if (m["attempt"] / STARTED).exists():
                 kept = _keep_aside(m["attempt"], "failed")

@@ -19,10 +19,10 @@ ring reduce-scat. (n-1) (alpha + S/(n b))      S (n-1)/n    (S = the whole input
 point-to-point    alpha + S/b                  S
 ================  ==========================  ===================================
 
-:func:`collective_cost` returns both numbers; the communicator uses them to count
-bytes for collectives whose wire traffic happens inside the backend (gloo / NCCL),
-and the network emulator uses the time.  Point-to-point messages are counted from
-the tensors themselves.
+:func:`collective_cost` returns both numbers; the communicator uses the bytes to count
+the traffic of collectives, which happens inside the backend (gloo / NCCL), with the
+all-reduce algorithm of the run config (``allreduce_algorithm``).  Point-to-point
+messages are counted from the tensors themselves.
 """
 
 from __future__ import annotations

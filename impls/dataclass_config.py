@@ -1,6 +1,6 @@
 """Build config dataclasses from plain dicts with clear errors.
 
-Every method, straggler model and network model declares its hyperparameters as a
+Every method, straggler model, optimizer and schedule declares its hyperparameters as a
 dataclass; :func:`from_dict` turns a YAML/JSON mapping into one, rejecting unknown
 keys (listing the allowed ones), values of the wrong type, non-finite numbers (NaN and
 infinity are never a meaningful hyperparameter), and values outside a declared set or

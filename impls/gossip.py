@@ -74,9 +74,9 @@ def start_round(comm: Communicator, graph: Graph, rank: int, itr: int, vec: torc
     recv: dict[int, torch.Tensor] = {}
     for src in in_peers:  # post receives first: a peer's send never waits for us
         recv[src] = torch.empty_like(share)
-        handles.append(comm.irecv(recv[src], src, concurrent=len(in_peers)))
+        handles.append(comm.irecv(recv[src], src))
     for dst in out_peers:
-        handles.append(comm.isend(share, dst, concurrent=len(out_peers)))
+        handles.append(comm.isend(share, dst))
     return Round(rank, share, handles, recv)
 
 

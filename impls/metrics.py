@@ -12,12 +12,11 @@ keys ``<namespace>/<name>``:
 ``opt/lr``                 the step's learning rate
 ``time/compute_s``         forward + backward wall time
 ``time/straggler_delay_s`` emulated straggler sleep (:mod:`impls.straggler`)
-``time/comm_s``            time spent waiting on communication (incl. net delay)
-``time/net_delay_s``       emulated network sleep left after the real transfer
-``time/net_emulated_s``    the emulated (cost-model) time of the messages finished
+``time/comm_s``            time spent waiting on communication
 ``time/step_s``            the whole step; ``time/epoch_s`` the whole epoch
 ``time/wall_s``            seconds since training started on this rank
 ``comm/bytes_sent|recv``   bytes this rank sent / received (counted, see impls.comm)
+``comm/messages``          messages this rank sent (a collective counts as one)
 ``consensus/distance``     RMS distance of the local models to their average (epoch)
 =========================  ===========================================================
 

@@ -65,8 +65,8 @@ raises :class:`~impls.errors.ConfigError`, but must not communicate: the workflo
 constructs every algorithm at every configured node count while it validates the
 config, so such errors stop the pipeline before any job runs.
 
-Communication goes through ``ctx.comm`` (:class:`impls.comm.Communicator`) so bytes,
-waiting time and the emulated network are accounted the same way for every method.
+Communication goes through ``ctx.comm`` (:class:`impls.comm.Communicator`) so bytes and
+waiting time are accounted the same way for every method.
 """
 
 from __future__ import annotations

@@ -8,10 +8,13 @@ The workflow expands the experiment grid and writes one JSON document per run::
      "workload": {"dataset": {"name": "digits"}, "model": {"name": "mlp"},
                   "batch_size": 32, "epochs": 5, "optimizer": {...}},
      "straggler": {"kind": "fixed", "ranks": [-1], "factor": 4},
-     "network": "none"}
+     "allreduce_algorithm": "ring"}
 
 :func:`resolve` validates every part (raising :class:`~impls.errors.ConfigError`
 naming the key) and returns typed objects.
+
+Real ranks emulate no network: a run config that still names one (``network``) is
+refused with :data:`NETWORK_REMOVED`.
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .algorithms import algorithm_config
+from .costmodel import ALGORITHMS
 from .dataclass_config import from_dict
 from .errors import ConfigError
-from .netmodel import NetworkConfig, network_config
 from .optim import check_composition, optimizer_config
 from .schedules import Schedule, schedule_config
 from .straggler import StragglerConfig, straggler_config
+
+#: why a ``network`` key (a run config's, or an experiment's in the pipeline config) is refused
+NETWORK_REMOVED = ("network emulation on real ranks was removed: real ranks measure this machine's network; "
+                   "use `backend: simgrid` with a `platform:` to study a network (see README)")
 
 
 @dataclass
@@ -67,7 +74,7 @@ class RunConfig:
     workload: dict[str, Any]
     straggler_name: str = "none"
     straggler: dict[str, Any] = field(default_factory=dict)
-    network: Any = "none"
+    allreduce_algorithm: str = field(default="ring", metadata={"choices": ALGORITHMS})  # counts its bytes
     backend: str = field(default="auto", metadata={"choices": ("auto", "gloo", "nccl", "simgrid")})
     platform: Any = None  # backend simgrid: impls.sim.platforms (a preset name or {name, overrides})
     profile: Any = None  # backend simgrid: impls.sim.profiles
@@ -101,11 +108,12 @@ class Resolved:
     optim: Any  # impls.optim: the config of the named optimizer
     schedule: Schedule
     straggler: StragglerConfig
-    network: NetworkConfig
     raw: dict[str, Any]
 
 
 def resolve(raw: Mapping[str, Any]) -> Resolved:
+    if "network" in raw:
+        raise ConfigError("network", NETWORK_REMOVED)
     run = from_dict(RunConfig, raw, "run")
     cls, acfg = algorithm_config(run.algorithm, "algorithm")
     wl = from_dict(WorkloadConfig, run.workload, "workload")
@@ -119,7 +127,6 @@ def resolve(raw: Mapping[str, Any]) -> Resolved:
         optim=optim,
         schedule=schedule_config(wl.schedule),
         straggler=straggler_config(run.straggler, "straggler"),
-        network=network_config(run.network, "network"),
         raw=dict(raw),
     )
 

@@ -8,7 +8,9 @@ rank just measured for that step, so the slowdown holds whatever the workload:
 * ``none`` - no delay.
 * ``fixed`` - ranks in ``ranks`` (negative indices count from the last rank, so
   ``[-1]`` is "the last worker" at every node count) sleep ``(factor - 1) * compute``
-  each step: a factor of 4 makes the step's compute phase 4x as long.
+  each step: a factor of 4 makes the step's compute phase 4x as long; ``delay_s``
+  adds a fixed number of seconds per step (a slowdown that does not scale with the
+  workload, e.g. a worker on a shared host).
 * ``random`` - every rank in ``ranks`` (default: all) sleeps an exponential delay
   with mean ``mean_fraction * compute`` with probability ``prob`` per step; seeded by
   (seed, rank), so reruns sleep identically.
@@ -33,6 +35,7 @@ class StragglerConfig:
     kind: str = field(default="none", metadata={"choices": KINDS})
     ranks: list[int] | None = None
     factor: float = field(default=1.0, metadata={"min": 1})  # fixed: slowdown of the compute phase (4 = 4x)
+    delay_s: float = field(default=0.0, metadata={"min": 0})  # fixed: plus this many seconds per step
     mean_fraction: float = field(default=0.0, metadata={"min": 0})  # random: mean delay / compute time
     prob: float = field(default=1.0, metadata={"gt": 0, "max": 1})  # random: probability a step is delayed
 
@@ -40,6 +43,8 @@ class StragglerConfig:
         if self.kind == "fixed":
             if not self.ranks:
                 raise ConfigError(f"{key}.ranks", "kind 'fixed' needs a non-empty list of ranks, e.g. [-1]")
+        if self.delay_s > 0 and self.kind != "fixed":
+            raise ConfigError(f"{key}.delay_s", f"only kind 'fixed' takes a delay_s, not kind {self.kind!r}")
         if self.kind == "random":
             if self.mean_fraction <= 0:
                 raise ConfigError(f"{key}.mean_fraction", "kind 'random' needs mean_fraction > 0")
@@ -70,7 +75,7 @@ class StragglerModel:
         if not self.active:
             return 0.0
         if self.cfg.kind == "fixed":
-            return (self.cfg.factor - 1.0) * compute_s
+            return (self.cfg.factor - 1.0) * compute_s + self.cfg.delay_s
         # random: draw both numbers every step so the sequence does not depend on timing
         hit = self.rng.random() < self.cfg.prob
         x = self.rng.expovariate(1.0)

@@ -32,7 +32,7 @@ def make_config(algorithm: str | dict, nodes: int, seed: int = 1, **over: Any) -
     wl = copy.deepcopy(TINY_WORKLOAD)
     wl.update(over.pop("workload", {}))
     cfg = {"experiment": "test", "method": algo["name"], "nodes": nodes, "seed": seed, "algorithm": algo,
-           "workload": wl, "straggler_name": "none", "straggler": {"kind": "none"}, "network": "none"}
+           "workload": wl, "straggler_name": "none", "straggler": {"kind": "none"}}
     cfg.update(over)
     return cfg
 

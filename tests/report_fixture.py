@@ -27,11 +27,11 @@ WORKLOAD = {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [1
 
 CONFIG: dict[str, Any] = {
     "experiments": {
-        "baseline": {"title": "baseline", "paper": None, "workload": "digits_mlp", "network": "none",
+        "baseline": {"title": "baseline", "paper": None, "workload": "digits_mlp",
                      "nodes": [1, 2], "stragglers": ["none", "slow1x4"], "seeds": [1, 2, 3],
                      "methods": {"allreduce_sgd": {}, "serial_sgd": {"nodes": [1]}}},
         "sgp": {"title": "SGP against AR-SGD", "paper": "SGP (Assran+ 2019)", "workload": "digits_mlp",
-                "network": "resnet50_10gbe", "nodes": [4], "stragglers": ["none"], "seeds": [1, 2, 3],
+                "nodes": [4], "stragglers": ["none"], "seeds": [1, 2, 3],
                 "methods": {"allreduce_sgd": {}, "dpsgd": {}, "sgp_1peer": {}, "sgp_2peer": {},
                             "osgp": {"seeds": [1, 2]}}},
     },
@@ -71,7 +71,7 @@ def _epochs(key: tuple, seed: int) -> pd.DataFrame:
         "consensus/distance": np.zeros(k) if m in ("allreduce_sgd", "serial_sgd") else 0.01 * 0.5 ** ep,
         "time/epoch_s": times, "time/wall_s": np.cumsum(times), "time/compute_s": times * 0.6,
         "time/comm_s": times * 0.3, "time/straggler_delay_s": times * (0.5 if s != "none" else 0.0),
-        "time/net_delay_s": times * 0.1, "acc/val_min": accs - 0.01, "step": (ep + 1) * 10 - 1,
+        "acc/val_min": accs - 0.01, "step": (ep + 1) * 10 - 1,
         "experiment": e, "method": m, "nodes": n, "straggler": s, "seed": seed,
     })
 

@@ -13,7 +13,6 @@ from impls.comm import Communicator
 def main(out: str) -> None:
     b = current_backend("gloo")
     comm = Communicator(backend=b)
-    comm.pop_counters()  # leave set-up mode: count as in training
     r, n = b.rank, b.world
     got = {}
     t = torch.full((4,), float(r + 1))

@@ -29,16 +29,16 @@ STEPS = 4  # steps per epoch (runinfo.json)
 EPOCHS = {
     (0, 0): {"loss/train": 1.0, "loss/val": 1.5, "acc/val": 0.5, "comm/bytes_sent": 100.0, "comm/bytes_recv": 100.0,
              "time/epoch_s": 2.0, "time/wall_s": 2.0, "time/comm_s": 0.5, "time/compute_s": 1.0,
-             "time/straggler_delay_s": 0.0, "time/net_delay_s": 0.0, "consensus/distance": 0.25},
+             "time/straggler_delay_s": 0.0, "consensus/distance": 0.25},
     (1, 0): {"loss/train": 3.0, "loss/val": 2.5, "acc/val": 0.625, "comm/bytes_sent": 300.0, "comm/bytes_recv": 300.0,
              "time/epoch_s": 3.0, "time/wall_s": 3.5, "time/comm_s": 0.25, "time/compute_s": 2.0,
-             "time/straggler_delay_s": 1.0, "time/net_delay_s": 0.0, "consensus/distance": 0.75},
+             "time/straggler_delay_s": 1.0, "consensus/distance": 0.75},
     (0, 1): {"loss/train": 0.5, "loss/val": 1.0, "acc/val": 0.75, "comm/bytes_sent": 200.0, "comm/bytes_recv": 200.0,
              "time/epoch_s": 1.0, "time/wall_s": 3.0, "time/comm_s": 0.5, "time/compute_s": 0.5,
-             "time/straggler_delay_s": 0.0, "time/net_delay_s": 0.0, "consensus/distance": 0.125},
+             "time/straggler_delay_s": 0.0, "consensus/distance": 0.125},
     (1, 1): {"loss/train": 1.5, "loss/val": 2.0, "acc/val": 0.875, "comm/bytes_sent": 200.0, "comm/bytes_recv": 200.0,
              "time/epoch_s": 4.0, "time/wall_s": 7.5, "time/comm_s": 1.0, "time/compute_s": 2.0,
-             "time/straggler_delay_s": 2.0, "time/net_delay_s": 0.0, "consensus/distance": 0.125},
+             "time/straggler_delay_s": 2.0, "consensus/distance": 0.125},
 }
 
 

@@ -8,6 +8,7 @@ import yaml
 
 from distrepro_wf.config import expand, run_config, validate
 from impls.errors import ConfigError
+from impls.runconfig import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,8 +38,8 @@ def test_default_config_is_valid(cfg):
      "experiments.baseline.stragglers", "known: none, slow1x10, slow1x2, slow1x4"),
     (lambda c: c["experiments"]["baseline"].__setitem__("workload", "imagenet"),
      "experiments.baseline.workload", "known: digits_cnn, digits_mlp"),
-    (lambda c: c["experiments"]["baseline"].__setitem__("network", "wifi"),
-     "experiments.baseline.network.preset", "10gbe"),
+    (lambda c: c["experiments"]["baseline"].__setitem__("allreduce_algorithm", "butterfly"),
+     "experiments.baseline.allreduce_algorithm", "ring, tree, recursive_doubling"),
     (lambda c: c["experiments"]["baseline"].__setitem__("nodez", [1]),
      "experiments.baseline.nodez", "allowed keys:"),
     (lambda c: c["workloads"]["digits_mlp"]["dataset"].update(name="cifar10", root="/no/such/dir"),
@@ -69,3 +70,34 @@ def test_method_overrides_and_run_config(cfg):
     assert {r.nodes for r in serial} == {1}
     rc = run_config(cfg, serial[0])
     assert rc["algorithm"] == {"name": "serial_sgd"} and rc["workload"]["batch_size"] == 32
+
+
+NETWORK_REMOVED = ("network emulation on real ranks was removed: real ranks measure this machine's network; "
+                   "use `backend: simgrid` with a `platform:` to study a network (see README)")
+
+
+@pytest.mark.parametrize("network", ["none", "resnet50_10gbe", {"kind": "absolute", "bandwidth_gbps": 10}])
+def test_an_experiment_with_a_network_is_refused(cfg, network):
+    bad = copy.deepcopy(cfg)
+    bad["experiments"]["sgp"]["network"] = network
+    with pytest.raises(ConfigError) as e:
+        validate(bad)
+    assert e.value.key == "experiments.sgp.network"
+    assert str(e.value) == f"experiments.sgp.network: {NETWORK_REMOVED}"
+
+
+def test_a_run_config_with_a_network_is_refused(cfg):
+    raw = run_config(cfg, expand(cfg)[0])
+    assert "network" not in raw and raw["allreduce_algorithm"] == "ring"
+    resolve(raw)
+    with pytest.raises(ConfigError) as e:
+        resolve({**raw, "network": "none"})
+    assert e.value.key == "network" and str(e.value) == f"network: {NETWORK_REMOVED}"
+
+
+def test_allreduce_algorithm_reaches_the_run_config(cfg):
+    cfg["experiments"]["baseline"]["allreduce_algorithm"] = "tree"
+    runs = validate(cfg)
+    got = {r.experiment: run_config(cfg, r)["allreduce_algorithm"] for r in runs}
+    assert got["baseline"] == "tree" and got["sgp"] == "ring"
+    assert resolve(run_config(cfg, runs[0])).run.allreduce_algorithm == "tree"

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from impls.algorithms import ALGORITHMS, algorithm_config, load_all
+from impls.backends import Backend, Clock, _Done
+from impls.comm import Communicator
 from impls.costmodel import collective_cost
 from impls.data.sampler import GlobalBatchSampler
 from impls.errors import ConfigError
 from impls.metrics import check_keys
-from impls.netmodel import NetworkModel, network_config
 from impls.optim import SGD
 from impls.straggler import StragglerModel, straggler_config
 
@@ -100,6 +101,14 @@ def test_straggler_fixed_slows_exactly_the_configured_ranks():
     assert models[1].delay(0.01) == 0.0
 
 
+def test_straggler_fixed_delay_s_adds_seconds_per_step():
+    cfg = straggler_config({"kind": "fixed", "ranks": [-1], "factor": 2, "delay_s": 0.5})
+    assert StragglerModel(cfg, 1, 2, seed=1).delay(0.01) == pytest.approx(0.51)
+    assert StragglerModel(cfg, 0, 2, seed=1).delay(0.01) == 0.0
+    assert StragglerModel(straggler_config({"kind": "fixed", "ranks": [0], "delay_s": 0.25}), 0, 1, 1).delay(1.0) \
+        == pytest.approx(0.25)
+
+
 def test_straggler_random_is_seeded_and_has_the_configured_mean():
     cfg = straggler_config({"kind": "random", "mean_fraction": 0.5})
     a = [StragglerModel(cfg, 1, 2, seed=3).delay(1.0) for _ in range(1)]
@@ -117,6 +126,8 @@ def test_straggler_random_is_seeded_and_has_the_configured_mean():
     ({"kind": "fixed", "ranks": [0], "factor": 0.5}, "straggler.factor"),
     ({"kind": "random", "mean_fraction": 0}, "straggler.mean_fraction"),
     ({"kind": "none", "speed": 2}, "straggler.speed"),
+    ({"kind": "fixed", "ranks": [0], "delay_s": -1.0}, "straggler.delay_s"),
+    ({"kind": "random", "mean_fraction": 0.5, "delay_s": 1.0}, "straggler.delay_s"),
 ])
 def test_bad_straggler_specs_name_the_key(spec, key):
     with pytest.raises(ConfigError) as e:
@@ -138,29 +149,45 @@ def test_cost_model_ring_allreduce():
     assert collective_cost("all_gather", 10, 5).bytes_sent == 40
 
 
-def test_network_presets_and_delay():
-    net = NetworkModel(network_config("10gbe"))
-    cost = collective_cost("p2p", 1_250_000, 2)  # 10 Mbit
-    assert net.delay(cost) == pytest.approx(50e-6 + 1e-3)
-    shared = NetworkModel(network_config({"preset": "10gbe", "shared": True}))
-    assert shared.delay(cost, concurrent=4) == pytest.approx(50e-6 + 4e-3)
-    assert NetworkModel(network_config("none")).delay(cost) == 0.0
+class _Peers(Backend):
+    """Rank 0 of ``world`` ranks whose operations complete at once (no process group)."""
+
+    def __init__(self, world: int):
+        super().__init__()
+        self.world = world
+
+    def isend(self, t, dst):
+        return _Done()
+
+    def irecv(self, t, src):
+        return _Done()
 
 
-def test_relative_network_keeps_the_papers_ratio():
-    net = NetworkModel(network_config("resnet50_10gbe"))
-    assert not net.calibrated
-    net.calibrate(model_bytes=40_000, compute_s=0.002)
-    # sending the whole model once takes 0.29 x compute
-    assert net.delay(collective_cost("p2p", 40_000, 2)) == pytest.approx(0.29 * 0.002)
+class _NoSleep(Clock):
+    def sleep(self, seconds):
+        raise AssertionError(f"the communicator slept {seconds} s: real ranks emulate no network")
 
 
-def test_network_bad_preset():
-    with pytest.raises(ConfigError) as e:
-        network_config({"preset": "wifi"})
-    assert "10gbe" in str(e.value) and e.value.key == "network.preset"
-    with pytest.raises(ConfigError):
-        network_config({"kind": "absolute"})
+@pytest.mark.parametrize("algorithm,sent", [("ring", 1750.0), ("tree", 2000.0), ("recursive_doubling", 3000.0)])
+def test_communicator_counts_all_reduce_bytes_by_its_algorithm_and_never_sleeps(algorithm, sent):
+    comm = Communicator(_Peers(8), _NoSleep(), allreduce_algorithm=algorithm)
+    t = torch.zeros(250)  # 1000 bytes; 8 ranks: ring 2 * 7/8, tree 2, recursive doubling log2(8) payloads
+    comm.all_reduce(t)
+    comm.all_reduce(t, async_op=True).wait()
+    h = comm.isend(t, 1)
+    assert h.is_completed()
+    h.wait()
+    h.wait()  # a second wait counts nothing
+    comm.irecv(torch.zeros(10), 2).wait()
+    c = comm.pop_counters()
+    assert (c.bytes_sent, c.bytes_recv, c.messages) == (2 * sent + 1000, 2 * sent + 40, 3)
+    assert set(c.as_metrics()) == {"comm/bytes_sent", "comm/bytes_recv", "comm/messages", "time/comm_s"}
+    assert c.comm_s >= 0 and comm.pop_counters().messages == 0
+
+
+def test_communicator_refuses_an_unknown_allreduce_algorithm():
+    with pytest.raises(ValueError, match="unknown allreduce algorithm 'butterfly'; known: ring, tree"):
+        Communicator(_Peers(4), allreduce_algorithm="butterfly")
 
 
 def test_metric_keys_must_be_namespaced():

@@ -80,7 +80,7 @@ def snapshot(run_dir: Path) -> dict:
 
 
 def run_dir(tmp_path: Path, nodes: int, seed: int) -> Path:
-    return tmp_path / f"results/runs/smoke/allreduce_sgd/n{nodes}/none/seed{seed}"
+    return tmp_path / f"results/runs/smoke/allreduce_sgd/n{nodes}/slow/seed{seed}"
 
 
 def resumed_from(d: Path):
@@ -115,8 +115,10 @@ VALUES = ["nodes", "seed", "final_acc", "final_train_loss", "final_val_loss", "b
 def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     cfg = json.loads(json.dumps(TINY))
     cfg["experiments"]["smoke"]["seeds"] = [1, 2]  # groups n1 and n2, two runs each
-    # >= 0.5 s per 2-rank step (two latencies per all-reduce): time to kill an invocation mid-run
-    cfg["experiments"]["smoke"]["network"] = {"kind": "absolute", "bandwidth_gbps": 100, "latency_s": 0.25}
+    # >= 0.5 s per step (the last worker sleeps that long; rank 0 of a 2-rank run waits for it in
+    # the all-reduce): time to kill an invocation mid-run
+    cfg["stragglers"]["slow"] = {"kind": "fixed", "ranks": [-1], "delay_s": 0.5}
+    cfg["experiments"]["smoke"]["stragglers"] = ["slow"]
     cfgfile = write_config(tmp_path, cfg)
     tables = tmp_path / "results" / "tables" / "smoke"
     n1 = [run_dir(tmp_path, 1, s) for s in (1, 2)]
@@ -135,7 +137,7 @@ def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     assert (tmp_path / log).exists()
     # the console says so at the end of the invocation
     assert "2 run(s) failed" in proc.stderr
-    assert (f"smoke/allreduce_sgd/n2/none/seed2  [not_started, retried next time]  not started: an earlier run "
+    assert (f"smoke/allreduce_sgd/n2/slow/seed2  [not_started, retried next time]  not started: an earlier run "
             f"of the launch failed  (log: {log})") in proc.stderr
     assert "2 run(s) failed" in (tmp_path / "reports" / "index.html").read_text()
     assert not (n2[0] / "run").exists() and list(n2[0].glob("failed-*")) and (n2[0] / "checkpoint").is_dir()
@@ -213,6 +215,7 @@ def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     # 6. a changed config whose rerun fails leaves the previous good result in place
     changed = json.loads(json.dumps(cfg))
     changed["workloads"]["tiny"]["epochs"] = 3
+    changed["stragglers"]["slow"]["delay_s"] = 0.0  # nothing to kill any more: the reruns need not be slow
     proc = smk(tmp_path, "--configfile", write_config(tmp_path, changed), env={"DISTREPRO_FAULT": "1:3"})
     assert proc.returncode == 0
     assert json.loads((n2[0] / "outcome.json").read_text())["kind"] == "crashed"
@@ -227,9 +230,10 @@ def test_timeout_is_per_run_and_failure_kinds_of_one_launch(tmp_path):
 
     from distrepro_wf.runs import execute_group, launch_retry_token, plan_member, write_run_configs
 
-    slow_net = {"kind": "absolute", "bandwidth_gbps": 100, "latency_s": 5.0}  # >= 10 s per step
+    slow = {"kind": "fixed", "ranks": [-1], "delay_s": 10.0}  # >= 10 s per step
     cfgs = {"ok": make_config("allreduce_sgd", 2), "config": make_config("allreduce_sgd", 2, workload={"epochs": 0}),
-            "slow": make_config("allreduce_sgd", 2, network=slow_net), "after": make_config("allreduce_sgd", 2, seed=2)}
+            "slow": make_config("allreduce_sgd", 2, straggler_name="slow", straggler=slow),
+            "after": make_config("allreduce_sgd", 2, seed=2)}
     dirs = {k: tmp_path / "runs" / k for k in cfgs}
     paths = write_run_configs({str(dirs[k]): c for k, c in cfgs.items()})
     launch_path, log = tmp_path / "launches" / "n2.json", tmp_path / "n2.log"

@@ -2,7 +2,7 @@
 
 Started once per rank by ``torchrun`` (``python -m impls.run``); without torchrun's
 environment it runs as a single process.  It owns everything that must be the same
-for every method: seeding, data sharding, the straggler and network models, timing,
+for every method: seeding, data sharding, the straggler model, timing,
 metrics, evaluation, checkpoints and resume.  The algorithm (``impls/algorithms``)
 owns only communication and the parameter update (protocol: :mod:`impls.protocol`).
 """
@@ -28,7 +28,6 @@ from ..comm import Communicator
 from ..data.sampler import build_sampler
 from ..errors import ConfigError, DivergedError
 from ..metrics import MetricsWriter
-from ..netmodel import NetworkModel
 from ..protocol import Context
 from ..provenance import config_hash, provenance
 from ..runconfig import resolve
@@ -167,12 +166,11 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
     task.build_data()
     _seed_all(run.seed)  # identical model init on every rank
     model = task.build_model()
-    net = NetworkModel(res.network)
     # the algorithm's traffic; where time is simulated under a paper profile its messages weigh
     # what the paper's model would (impls.sim.profiles); the runtime's own control traffic does not
     model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    comm = Communicator(net, backend.scaled(clock.wire_scale(model_bytes)), clock)
-    # the workers' own group for what only workers do (calibration, consensus); all ranks create it
+    comm = Communicator(backend.scaled(clock.wire_scale(model_bytes)), clock, run.allreduce_algorithm)
+    # the workers' own group for what only workers do (consensus); all ranks create it
     wgroup = backend.subgroup(list(range(workers))) if len(roles) > workers else backend
     worker = rank < workers
     straggler = StragglerModel(res.straggler if worker else straggler_config(None), rank if worker else 0,
@@ -186,7 +184,7 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
         (out_dir / "provenance.json").write_text(json.dumps(provenance(raw, {
             "world": backend.world, "roles": roles, "backend": backend.name,
             "device": str(device), "time": clock.describe()}), indent=2))
-    _run_loop(res, algo, model, task, comm, wgroup, net, straggler, rank, workers, device, out_dir,
+    _run_loop(res, algo, model, task, comm, wgroup, straggler, rank, workers, device, out_dir,
               Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h, backend.next_run_id())
 
 
@@ -221,7 +219,7 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
         group.close()
 
 
-def _run_loop(res, algo, model, task: Task, comm, wgroup, net, straggler, rank, world, device, out_dir, ckpt_dir,
+def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world, device, out_dir, ckpt_dir,
               h, run_id: int):
     """One rank's run; ``world`` counts the workers (a server rank's ``rank >= world``)."""
     run, wl, o = res.run, res.workload, res.optim
@@ -284,15 +282,11 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, net, straggler, rank, 
     sampler.set_epoch(0)
     b0 = next(batches(task.train, sampler, 0, device))
     compute_ref = measure_compute(model, lambda: task.loss(model, b0))
-    if net.cfg.kind == "relative":
-        t = torch.tensor([compute_ref], dtype=torch.float64)
-        wgroup.all_reduce(t, op="max")
-        net.calibrate(sum(p.numel() * p.element_size() for p in model.parameters()), float(t))
     if rank == 0:
         (out_dir / "runinfo.json").write_text(json.dumps({
             "world": world, "steps_per_epoch": steps_per_epoch, "compute_ref_s": compute_ref,
             "params": sum(p.numel() for p in model.parameters()), "slow_ranks": straggler.slow_ranks,
-            "network": net.describe(), "resumed_from_epoch": start_epoch - 1 if start_epoch else None,
+            "resumed_from_epoch": start_epoch - 1 if start_epoch else None,
             "checkpoints_discarded": discarded,
         }, indent=2))
 

@@ -43,8 +43,6 @@ EPOCH: dict[str, EpochMetric] = {
     "time/compute_s": EpochMetric("max"),
     "time/comm_s": EpochMetric("max"),
     "time/straggler_delay_s": EpochMetric("max"),
-    "time/net_delay_s": EpochMetric("max"),
-    "time/net_emulated_s": EpochMetric("max"),
     # server ranks (Algorithm.roles), summed over the servers, apart from the workers' bytes
     "server/bytes_sent": EpochMetric("sum"),
     "server/bytes_recv": EpochMetric("sum"),
@@ -85,8 +83,6 @@ METRICS: dict[str, Metric] = {
                                   source=("time/compute_s", "mean")),
     "comm_s_per_epoch": Metric("communication time per epoch", "s", "comm_s_per_epoch",
                                source=("time/comm_s", "mean")),
-    "net_emulated_s_per_epoch": Metric("emulated network time per epoch", "s", "net_emulated_s_per_epoch",
-                                       source=("time/net_emulated_s", "mean")),
     "straggler_delay_s_per_epoch": Metric("straggler delay per epoch", "s", "straggler_delay_s_per_epoch",
                                           source=("time/straggler_delay_s", "mean")),
     "time_to_target_s": Metric("wall-clock time to the target", "s", "time_to_target_s"),

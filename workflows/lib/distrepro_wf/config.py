@@ -82,7 +82,19 @@ def _dotted(path: Iterable[Any]) -> str:
     return out or "<config>"
 
 
+def check_removed_keys(config: dict[str, Any]) -> None:
+    """Refuse keys that were removed, with why and what to use instead (before the schema,
+    which would only call them unknown)."""
+    from impls.runconfig import NETWORK_REMOVED
+
+    experiments = config.get("experiments")
+    for e, exp in (experiments.items() if isinstance(experiments, dict) else ()):
+        if isinstance(exp, dict) and "network" in exp:
+            raise ConfigError(f"experiments.{e}.network", NETWORK_REMOVED)
+
+
 def check_schema(config: dict[str, Any]) -> None:
+    check_removed_keys(config)
     schema = load_schema()
     errors = sorted(Draft202012Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if not errors:
@@ -154,7 +166,7 @@ def run_config(config: dict[str, Any], run: Run) -> dict[str, Any]:
         "workload": _merge(config["workloads"][wname], m.get("workload_overrides", {})),
         "straggler_name": run.straggler,
         "straggler": config["stragglers"][run.straggler],
-        "network": exp.get("network", "none"),
+        "allreduce_algorithm": exp.get("allreduce_algorithm", "ring"),
         "backend": launcher.get("backend", "auto"),
         "threads_per_rank": launcher.get("threads_per_rank", 1),
     }
@@ -187,7 +199,7 @@ def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
         if node is not None:
             return f"{method}.workload_overrides{rest}"
     where = {"algorithm": f"{method}.algorithm", "workload": f"workloads.{exp['workload']}",
-             "straggler": f"stragglers.{run.straggler}", "network": f"experiments.{run.experiment}.network",
+             "straggler": f"stragglers.{run.straggler}",
              "nodes": f"experiments.{run.experiment}.nodes", "seed": f"experiments.{run.experiment}.seeds"}
     return where[head] + rest if head in where else f"{method}: {key}"
 

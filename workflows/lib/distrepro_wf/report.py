@@ -172,7 +172,7 @@ def _experiment_section(e: str, config: dict[str, Any], tables_dir: Path, out_di
     wl = config["workloads"].get(exp["workload"], {})
     section = {
         "name": e, "title": exp.get("title", e), "paper": exp.get("paper"),
-        "workload": exp["workload"], "network": exp.get("network", "none"),
+        "workload": exp["workload"],
         "grid": f"methods {', '.join(exp['methods'])} x nodes {exp['nodes']} x stragglers "
                 f"{exp['stragglers']} x seeds {exp['seeds']}",
         "config_yaml": yaml.safe_dump({"experiments": {e: exp}, "workloads": {exp["workload"]: wl}},

@@ -115,7 +115,8 @@ class Communicator:
         if self.world == 1:
             return Handle(self, None) if async_op else None
         work = self.backend.all_reduce(t, op=op, async_op=True)
-        cost = collective_cost("all_reduce", nbytes(t), self.world, self.allreduce_algorithm)
+        algo = self.backend.allreduce_algorithm_for(nbytes(t), self.allreduce_algorithm)
+        cost = collective_cost("all_reduce", nbytes(t), self.world, algo)
         return self._finish(work, cost, async_op)
 
     def all_gather(self, out: Sequence[torch.Tensor], t: torch.Tensor, async_op: bool = False):

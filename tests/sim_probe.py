@@ -32,8 +32,7 @@ def ring_cost(a):
 def collectives(a):
     """Every collective's values, on every rank, with the given all-reduce algorithm."""
     n = a["n"]
-    cfg = platform_config({"name": "ethernet_10g", "allreduce_algorithm": a["algorithm"],
-                           "small_allreduce_bytes": 0})
+    cfg = platform_config({"name": "ethernet_10g", "small_allreduce_bytes": 0})
 
     def main(rank, world):
         b = SimBackend(world, rank, list(range(n)))
@@ -74,7 +73,7 @@ def collectives(a):
             got["subgroup"] = t.tolist()
         return got
 
-    return run_actors(cfg, n, main)
+    return run_actors(cfg, n, main, allreduce_algorithm=a["algorithm"])
 
 
 def contention(a):

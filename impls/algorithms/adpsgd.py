@@ -38,9 +38,12 @@ answers, one request at a time, so no cycle of waits can form.  What is sent:
   with the request's size, and gloo matches sizes), once per neighbour per run; it is
   counted in the bytes like any message.
 
-All point-to-point traffic of a rank runs on its one background thread, through
-``ctx.comm`` (bytes and emulated network delays are counted there; ``time/comm_s`` is
-thus the thread's waiting, overlapped with compute).  Epochs are shared by all workers
+All point-to-point traffic of a rank runs on its one background activity, through
+``ctx.comm`` (bytes are counted there; ``time/comm_s`` is thus the activity's waiting,
+overlapped with compute).  The activity and its lock, event and queue come from the
+backend (``start_background``, ``lock``, ``event``, ``queue``): threads on real ranks,
+actors on the simulated platform, where the order of the exchanges follows simulated
+time and a run is deterministic.  Epochs are shared by all workers
 (``step_schedule = "shared_epochs"``, see :mod:`impls.runtime.steps`).
 
 Logged per step: ``gossip/staleness`` = averages applied to ``x_i`` between reading

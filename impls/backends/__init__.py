@@ -129,6 +129,10 @@ class Backend:
     def scaled(self, factor: float) -> "Backend":
         return self
 
+    def allreduce_algorithm_for(self, nbytes: int, configured: str) -> str:
+        """The algorithm an all-reduce of ``nbytes`` runs (for counting its bytes)."""
+        return configured
+
     def next_run_id(self) -> int:
         return next(self._runs)
 

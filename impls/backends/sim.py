@@ -250,11 +250,14 @@ class SimBackend(Backend):
         h.wait()
         return data
 
+    def allreduce_algorithm_for(self, nbytes: int, configured: str) -> str:
+        small = nbytes * self._scale < self._w.small_bytes
+        return "recursive_doubling" if small else self._w.allreduce_algorithm
+
     def all_reduce(self, t, op: str = "sum", async_op: bool = False):
         if self.world == 1:
             return _Done() if async_op else None
-        small = t.numel() * t.element_size() * self._scale < self._w.small_bytes
-        algo = "recursive_doubling" if small else self._w.allreduce_algorithm
+        algo = self.allreduce_algorithm_for(t.numel() * t.element_size(), self._w.allreduce_algorithm)
         body = {"ring": self._ring_all_reduce, "tree": self._tree_all_reduce,
                 "recursive_doubling": self._rd_all_reduce}[algo]
         return self._collective(lambda k: body(k, t, op), async_op)

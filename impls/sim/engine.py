@@ -39,10 +39,12 @@ def check_sim_config(raw: Mapping[str, Any]) -> tuple[Any, Any, int]:
     return pcfg, profile_config(res.run.profile), hosts
 
 
-def run_actors(pcfg: Any, n: int, main: Callable[[int, Any], Any], seed: int = 0) -> list[Any]:
+def run_actors(pcfg: Any, n: int, main: Callable[[int, Any], Any], seed: int = 0,
+               allreduce_algorithm: str = "ring") -> list[Any]:
     """Simulate ``n`` ranks on platform ``pcfg``: rank ``r`` runs ``main(r, world)`` as an
     actor on host ``r`` (``world``: the :class:`~impls.backends.sim.World`, to build the
     rank's :class:`~impls.backends.sim.SimBackend`); returns every rank's return value.
+    ``allreduce_algorithm``: the run's (``ring``, ``tree``, ``recursive_doubling``).
     One call per process (SimGrid's engine cannot be restarted)."""
     import simgrid
 
@@ -51,7 +53,7 @@ def run_actors(pcfg: Any, n: int, main: Callable[[int, Any], Any], seed: int = 0
 
     engine = simgrid.Engine(["distrepro", "--log=root.thres:critical", "--cfg=network/model:LV08"])
     platform = build_platform(pcfg, n)
-    world = World(platform.hosts, pcfg.allreduce_algorithm, pcfg.small_allreduce_bytes)
+    world = World(platform.hosts, allreduce_algorithm, pcfg.small_allreduce_bytes)
     outcome: dict[int, tuple[bool, Any]] = {}
 
     def body(rank: int) -> None:
@@ -91,4 +93,4 @@ def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.
         clock = SimClock(profile.step_s, profile.wire_scale, describe)
         train(raw, Path(out), ckpt_dir, SimBackend(world, rank, list(range(n))), clock)
 
-    run_actors(pcfg, n, rank_main, int(raw.get("seed", 0)))
+    run_actors(pcfg, n, rank_main, int(raw.get("seed", 0)), raw.get("allreduce_algorithm", "ring"))

@@ -72,7 +72,6 @@ class PlatformConfig:
     uplink_gbps: float | None = field(default=None, metadata={"gt": 0})  # shared_hpc: each rack's uplink
     background_load: float | None = field(default=None, metadata={"min": 0, "lt": 1})  # shared_hpc
     burst_mb: float | None = field(default=None, metadata={"gt": 0})  # shared_hpc: one background burst
-    allreduce_algorithm: str = field(default="ring", metadata={"choices": ("ring", "tree", "recursive_doubling")})
     small_allreduce_bytes: int = field(default=65536, metadata={"min": 0})  # below: recursive doubling (0: never)
 
     def validate(self, key: str) -> None:

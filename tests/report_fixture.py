@@ -2,8 +2,9 @@
 {epochs,runs,failed}.csv), built through the real ``collect.summarize``, and a config to go
 with it.  Numbers are made up but shaped like real runs: it is the report's input, not a mock.
 
-Experiments: ``baseline`` (no paper -> harness page) and ``sgp`` (the SGP paper), with one
-failed run, a method that never reaches the target, and a configured method with no runs.
+Experiments: ``baseline`` (no paper -> harness page), ``sgp`` and ``sgp_sim`` (the SGP
+paper; the latter on the simulated platform, where the speed claims are judged), with
+failed runs, a method that never reaches the target, and a configured method with no runs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pandas as pd
 
 from distrepro_wf import claims as wfclaims
 from distrepro_wf import published as wfpublished
-from distrepro_wf.collect import KEYS, summarize, write_atomic
+from distrepro_wf.collect import KEYS, backend_columns, summarize, write_atomic
 
 WORKLOAD = {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]}, "batch_size": 16, "epochs": 4,
             "target": {"metric": "acc/val", "value": 0.8}}
@@ -34,6 +35,10 @@ CONFIG: dict[str, Any] = {
                 "nodes": [4], "stragglers": ["none"], "seeds": [1, 2, 3],
                 "methods": {"allreduce_sgd": {}, "dpsgd": {}, "sgp_1peer": {}, "sgp_2peer": {},
                             "osgp": {"seeds": [1, 2]}}},
+        "sgp_sim": {"title": "SGP against AR-SGD on a simulated 10 GbE cluster", "paper": "SGP (Assran+ 2019)",
+                    "workload": "digits_mlp", "backend": "simgrid", "platform": "ethernet_10g",
+                    "profile": "resnet50_v100x8", "nodes": [4], "stragglers": ["none"], "seeds": [1, 2, 3],
+                    "methods": {"allreduce_sgd": {}, "dpsgd": {}, "sgp_1peer": {}, "osgp": {"seeds": [1, 2]}}},
     },
     "workloads": {"digits_mlp": WORKLOAD},
     "stragglers": {"none": {"kind": "none"}, "slow1x4": {"kind": "fixed", "ranks": [-1], "factor": 4}},
@@ -53,8 +58,11 @@ SPEC = {
     ("sgp", "dpsgd", 4, "none"): (0.60, 0.94, 2e5),      # slower than SGP: a "not reproduced" claim
     # osgp is configured (seeds 1, 2) but has no completed run: seed 1 failed, seed 2 is in
     # neither table (listed as missing); claims on it are "not comparable"
+    ("sgp_sim", "allreduce_sgd", 4, "none"): (0.50, 0.95, 4e5),
+    ("sgp_sim", "sgp_1peer", 4, "none"): (0.30, 0.945, 1e5),
+    ("sgp_sim", "dpsgd", 4, "none"): (0.60, 0.94, 2e5),  # slower than SGP: a "not reproduced" claim
 }
-FAILED = [("sgp", "osgp", 4, "none", 1)]
+FAILED = [("sgp", "osgp", 4, "none", 1), ("sgp_sim", "osgp", 4, "none", 1)]
 
 
 def _epochs(key: tuple, seed: int) -> pd.DataFrame:
@@ -92,7 +100,9 @@ def build_tables(tables_dir: Path, config: dict[str, Any] = CONFIG) -> None:
                     "epochs": WORKLOAD["epochs"], "config_hash": f"{seed:016x}", "git_commit": "abc1234",
                     "host": "fixture-host", "torch": "2.14.1", "python": "3.11.7",
                     "started_at": "2026-01-01T00:00:00+0000", "steps_per_epoch": 10, "params": 1234,
-                    "cpu_count": 2, "platform": "Linux-fixture", "device": "cpu"}
+                    "cpu_count": 2, "platform": "Linux-fixture", "device": "cpu"} | backend_columns(
+                        {"backend": exp.get("backend"), "platform": exp.get("platform"),
+                         "profile": exp.get("profile")})
                 runs.append(summarize(info, t))
         ep = pd.concat(epochs, ignore_index=True)
         ep = ep[KEYS + [c for c in ep.columns if c not in KEYS]]

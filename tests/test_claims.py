@@ -105,12 +105,12 @@ def test_a_user_grid_without_a_claimed_method_or_straggler_makes_those_claims_no
     (sgp_1peer is a method key there, no registered algorithm): every shipped claim still loads,
     those naming what the grid lacks are "not comparable", the others are evaluated."""
     cfg = copy.deepcopy(rf.CONFIG)
-    cfg["experiments"]["sgp"]["methods"] = {"allreduce_sgd": {}, "dpsgd": {}}
+    cfg["experiments"]["sgp_sim"]["methods"] = {"allreduce_sgd": {}, "dpsgd": {}}
     cfg["experiments"]["baseline"]["stragglers"] = ["none"]
     del cfg["stragglers"]["slow1x4"]
     pub = wfpublished.load(cfg)  # the shipped claims.yaml
     assert pub.not_configured["sgp_epoch_faster_than_ar"] == (
-        "method 'sgp_1peer' not in this config (experiment 'sgp' runs allreduce_sgd, dpsgd)")
+        "method 'sgp_1peer' not in this config (experiment 'sgp_sim' runs allreduce_sgd, dpsgd)")
     assert pub.not_configured["ar_slowed_by_straggler"] == (
         "straggler setting 'slow1x4' not in this config (it has none)")
     assert "ar_matches_serial_top1" not in pub.not_configured  # baseline's methods are all there

@@ -101,3 +101,44 @@ def test_allreduce_algorithm_reaches_the_run_config(cfg):
     got = {r.experiment: run_config(cfg, r)["allreduce_algorithm"] for r in runs}
     assert got["baseline"] == "tree" and got["sgp"] == "ring"
     assert resolve(run_config(cfg, runs[0])).run.allreduce_algorithm == "tree"
+
+
+@pytest.mark.parametrize("mutate,key,allowed", [
+    (lambda c: c["experiments"]["sgp_sim"].__setitem__("platform", "ethernet_1g"),
+     "experiments.sgp_sim.platform.name", "allowed values: ethernet_10g, infiniband_100g, shared_hpc, fat_tree"),
+    (lambda c: c["experiments"]["sgp_sim"]["methods"]["osgp"].__setitem__("profile", {"name": "fixed"}),
+     "experiments.sgp_sim.methods.osgp.profile.step_ms", "needs step_ms"),
+    (lambda c: c["experiments"]["sgp_sim"].__setitem__("platform", {"name": "ethernet_10g", "max_hosts": 16}),
+     "experiments.sgp_sim.platform.max_hosts", "has 16 hosts; this run needs 32"),
+    (lambda c: c["experiments"]["baseline"].__setitem__("platform", "ethernet_10g"),
+     "experiments.baseline.platform", "only simulated runs (backend: simgrid)"),
+    (lambda c: c["experiments"]["sgp_sim"].__setitem__("backend", "mpi"),
+     "experiments.sgp_sim.backend", "torch, simgrid"),
+])
+def test_invalid_simulated_settings(cfg, mutate, key, allowed):
+    bad = copy.deepcopy(cfg)
+    mutate(bad)
+    with pytest.raises(ConfigError) as e:
+        validate(bad)
+    assert e.value.key == key and allowed in str(e.value), str(e.value)
+
+
+def test_simulated_experiment_run_config(cfg):
+    """backend/platform/profile reach the run config (a method's override wins); real-rank
+    runs keep the launcher's process-group backend; simulated runs are not warned about
+    oversubscription (one process each)."""
+    from distrepro_wf.config import oversubscription_warnings
+
+    c = copy.deepcopy(cfg)
+    c["experiments"]["sgp_sim"]["methods"]["osgp"]["profile"] = {"name": "fixed", "step_ms": 5}
+    runs = validate(c)
+    sim = next(r for r in runs if r.experiment == "sgp_sim" and r.method == "osgp")
+    raw = run_config(c, sim)
+    assert (raw["backend"], raw["platform"], raw["profile"]) == ("simgrid", "ethernet_10g",
+                                                                 {"name": "fixed", "step_ms": 5})
+    raw = run_config(c, next(r for r in runs if r.experiment == "sgp_sim" and r.method == "sgp_1peer"))
+    assert raw["profile"] == "resnet50_v100x8"
+    real = run_config(c, next(r for r in runs if r.experiment == "baseline"))
+    assert real["backend"] == "auto" and "platform" not in real
+    assert not any("sgp_sim" in w or "adpsgd_sim" in w for w in oversubscription_warnings(runs, 2, config=c))
+    assert any("sgp_sim" in w for w in oversubscription_warnings(runs, 2))  # without config: by node count

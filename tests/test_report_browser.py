@@ -104,7 +104,7 @@ def test_every_page_table_and_image_loads(browser, rendered, tmp_path):
     # the configured run that is in neither table is listed as missing
     absent = browser.find_element("id", "absent").find_element("xpath", "following-sibling::table")
     cells = [td.text for td in absent.find_elements("css selector", "tbody tr td")]
-    assert cells == ["sgp", "osgp", "4", "none", "2"], cells
+    assert cells == ["sgp", "osgp", "4", "none", "2", "sgp_sim", "osgp", "4", "none", "2"], cells
     links = [a.get_attribute("href") for a in browser.find_elements("css selector", "table.papers a")]
     assert sorted(links) == sorted(p.as_uri() for p in pages[1:])  # every paper page and the harness page
     _screenshot(browser, "report-index.png", tmp_path)
@@ -115,7 +115,8 @@ def test_every_page_table_and_image_loads(browser, rendered, tmp_path):
         assert r["broken"] == [], (page.name, r["broken"])
         names = {c for c, _ in r["tables"]}
         if page.stem in ("sgp", "harness"):  # pages with experiments: 5 figures each, summary tables
-            assert len(r["images"]) == 5 and "dataframe table" in names, (page.name, r["tables"])
+            assert len(r["images"]) == 5 * (2 if page.stem == "sgp" else 1), (page.name, r["images"])
+            assert "dataframe table" in names, (page.name, r["tables"])
             assert all(n > 1 for _, n in r["tables"]), (page.name, r["tables"])  # a header and rows
         if page.stem != "harness":
             assert "table claims" in names or page.stem in ("hitchhiker", "cyclic_delay"), page.name
@@ -139,10 +140,16 @@ def test_sgp_page_shows_claims_in_colour_and_published_beside_ours(browser, rend
     assert ours.startswith("not comparable: reduced scale") and "resnet50_imagenet" in ours
     # each figure states its command, config, hardware and run time
     caps = [f.text for f in browser.find_elements("tag name", "figcaption")]
-    assert len(caps) == 5
-    for c in caps:
-        assert "snakemake --cores 2 reports/figures/sgp/" in c and "config/config.yaml" in c
-        assert "fixture-host" in c and "training wall time" in c
+    assert len(caps) == 10  # experiments sgp (real ranks) and sgp_sim (simulated), 5 figures each
+    for c, e in zip(caps, ["sgp"] * 5 + ["sgp_sim"] * 5):
+        assert f"snakemake --cores 2 reports/figures/{e}/" in c and "config/config.yaml" in c
+        assert "fixture-host" in c
+        assert ("training time (simulated)" if e == "sgp_sim" else "training wall time") in c
+    # each experiment says where its runs ran and what its times mean
+    where = [p.text for p in browser.find_elements("css selector", "p.where")]
+    assert where[0].startswith("Real ranks on this machine") and "wall-clock" in where[0]
+    assert where[1].startswith("Simulated platform (SimGrid): platform ethernet_10g, timing profile "
+                               "resnet50_v100x8; every time is simulated time")
     _screenshot(browser, "report-sgp.png", tmp_path)
 
 

@@ -27,11 +27,12 @@ are simulated:
   order of asynchronous events follows simulated time and is deterministic.
 
 Determinism: SimGrid schedules actors one at a time in a deterministic order, and
-every blocking call saves and restores the process-wide random generators of torch
-and ``random`` for the actor, so each rank draws from its own streams exactly as a
-process of its own would.  (numpy's global generator is shared by the ranks of a
-simulation: saving it costs 140 us per call, and neither the runtime nor any method
-draws from it while training; everything seeded draws from its own generator.)
+every blocking call saves and restores torch's process-wide random generator for the
+actor (what model initialisation, dropout and torchvision's transforms draw from), so
+each rank draws from its own stream exactly as a process of its own would.  (The
+global generators of numpy and ``random`` are shared by the ranks of a simulation:
+saving them costs 20-140 us per call, and neither the runtime nor any method draws
+from them while training; everything seeded draws from its own generator.)
 Same seed, same platform: identical numbers, simulated times included.
 
 All-reduce of fewer than ``small_bytes`` (64 KiB; the platform's ``small_allreduce_bytes``) wire bytes (flags, scalars, the runtime's
@@ -44,7 +45,6 @@ from __future__ import annotations
 import collections
 import itertools
 import pickle
-import random
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -55,13 +55,12 @@ from . import Backend, Clock
 SPEED = 1e9  # every simulated host's nominal speed (flop/s): compute is charged as seconds x SPEED
 
 
-def _rng_state() -> tuple:
-    return torch.get_rng_state(), random.getstate()
+def _rng_state() -> torch.Tensor:
+    return torch.get_rng_state()
 
 
-def _set_rng_state(s: tuple) -> None:
-    torch.set_rng_state(s[0])
-    random.setstate(s[1])
+def _set_rng_state(s: torch.Tensor) -> None:
+    torch.set_rng_state(s)
 
 
 def blocking(fn: Callable, *args: Any) -> Any:
@@ -82,16 +81,16 @@ class World:
         self.actors: dict[int, Any] = {}  # global rank -> its main actor (the mailboxes' receiver)
         self.counters: dict[str, int] = {}
         self.allreduce_algorithm = allreduce_algorithm
-        self._eager: set[str] = set()
+        self._boxes: dict[str, Any] = {}
         self.stash: dict[str, collections.deque] = collections.defaultdict(collections.deque)
 
     def mailbox(self, name: str, dst_global: int):
-        import simgrid
+        mb = self._boxes.get(name)
+        if mb is None:  # first use: create it, eager (the receiver is the destination's main actor)
+            import simgrid
 
-        mb = simgrid.Mailbox.by_name(name)
-        if name not in self._eager:
+            mb = self._boxes[name] = simgrid.Mailbox.by_name(name)
             mb.set_receiver(self.actors[dst_global])
-            self._eager.add(name)
         return mb
 
 
@@ -206,8 +205,11 @@ class SimBackend(Backend):
         size = max(1, int(round(nbytes * (self._scale if scale is None else scale))))
         return blocking(mb.put_async, (self.rank, payload), size)
 
-    def _isend(self, kind: str, dst: int, t: torch.Tensor) -> _Sent:
-        return _Sent(self._put(kind, dst, t.detach().clone(), t.numel() * t.element_size()))
+    def _isend(self, kind: str, dst: int, t: torch.Tensor, wire: float | None = None) -> _Sent:
+        """Send a copy of ``t``; ``wire``: its simulated size if not its bytes x scale."""
+        if wire is None:
+            return _Sent(self._put(kind, dst, t.detach().clone(), t.numel() * t.element_size()))
+        return _Sent(self._put(kind, dst, t.detach().clone(), wire, scale=1.0))
 
     def _recv(self, kind: str, src: int | None) -> Any:
         return self._recv_item(kind, src)[1]
@@ -244,8 +246,8 @@ class SimBackend(Backend):
             return None
         return _InActor(self, lambda: body(kind), f"{self._gid}:{kind}@{self._me}")
 
-    def _exchange(self, kind: str, dst: int, out: torch.Tensor, src: int) -> torch.Tensor:
-        h = self._isend(kind, dst, out)
+    def _exchange(self, kind: str, dst: int, out: torch.Tensor, src: int, wire: float | None = None) -> torch.Tensor:
+        h = self._isend(kind, dst, out, wire)
         data = self._recv(kind, src)
         h.wait()
         return data
@@ -266,12 +268,15 @@ class SimBackend(Backend):
         n, r = self.world, self.rank
         flat = t.view(-1)
         chunks = list(flat.tensor_split(n))
+        # every chunk weighs 1/n of the (scaled) tensor, even where a tiny stand-in has
+        # fewer elements than ranks: the ring the paper's model would run
+        wire = flat.numel() * flat.element_size() * self._scale / n
         right, left = (r + 1) % n, (r - 1) % n
         for s in range(n - 1):  # reduce-scatter: rank r ends with chunk r+1 reduced
-            data = self._exchange(kind, right, chunks[(r - s) % n], left)
+            data = self._exchange(kind, right, chunks[(r - s) % n], left, wire)
             _COMBINE[op](chunks[(r - s - 1) % n], data)
         for s in range(n - 1):  # all-gather of the reduced chunks
-            data = self._exchange(kind, right, chunks[(r + 1 - s) % n], left)
+            data = self._exchange(kind, right, chunks[(r + 1 - s) % n], left, wire)
             chunks[(r - s) % n].copy_(data)
 
     def _tree_all_reduce(self, kind: str, t: torch.Tensor, op: str) -> None:

@@ -30,7 +30,7 @@ except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 validate(config, "../schemas/config.schema.yaml")
 
-for warning in wfconfig.oversubscription_warnings(RUNS, os.cpu_count() or 1):
+for warning in wfconfig.oversubscription_warnings(RUNS, os.cpu_count() or 1, config=config):
     print(f"WARNING: {warning}", file=sys.stderr)
 
 EXPERIMENTS = sorted({r.experiment for r in RUNS})
@@ -52,6 +52,13 @@ def group_members(wc):
     """{run directory: resolved config} of launch group (experiment, nodes)."""
     return {f"results/runs/{r.path}": wfconfig.run_config(config, r) for r in RUNS
             if (r.experiment, r.nodes) == (wc.experiment, int(wc.nodes))}
+
+
+def group_processes(wc):
+    """Cores a launch group uses: one per rank, or one for a group of simulated runs
+    (each simulation is one process, run one after another)."""
+    members = group_members(wc).values()
+    return 1 if all(wfconfig.is_simulated(m) for m in members) else int(wc.nodes)
 
 
 def retry_token(wc):

@@ -17,9 +17,9 @@ rule train:
         members=group_members,
         launcher=config.get("launcher", {}),
         retry=retry_token,
-    threads: lambda wc: int(wc.nodes)  # one core per rank; scaled down to --cores
+    threads: group_processes  # one core per rank (a simulation: one); scaled down to --cores
     resources:
-        ranks=lambda wc: int(wc.nodes),
+        ranks=group_processes,
         runtime=lambda wc: len(group_members(wc)) * int(config.get("launcher", {}).get("timeout_s", 3600)) // 60
         + 5,
     script:

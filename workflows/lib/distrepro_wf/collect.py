@@ -110,9 +110,10 @@ def _load_ok(ident: dict, run_dir: Path) -> tuple[dict, pd.DataFrame]:
     servers = _server_epochs(run_dir, int(cfg["nodes"]))
     if servers is not None:  # an algorithm's server ranks (roles): their traffic apart from the workers'
         table = table.merge(servers, on="epoch", how="left")
-    for k, v in ident.items():
+    where = backend_columns(cfg)
+    for k, v in {**ident, **where}.items():
         table[k] = v
-    info = {**ident, "status": "ok", "algorithm": cfg["algorithm"]["name"],
+    info = {**ident, **where, "status": "ok", "algorithm": cfg["algorithm"]["name"],
             "target_metric": (cfg["workload"].get("target") or {}).get("metric"),
             "target_value": (cfg["workload"].get("target") or {}).get("value"), "epochs": cfg["workload"]["epochs"],
             "config_hash": prov["config_hash"], "git_commit": prov["git_commit"], "host": prov["host"],
@@ -121,6 +122,20 @@ def _load_ok(ident: dict, run_dir: Path) -> tuple[dict, pd.DataFrame]:
             "params": runinfo.get("params"), "cpu_count": prov.get("cpu_count"), "platform": prov.get("platform"),
             "device": prov.get("device")}
     return info, table
+
+
+def backend_columns(cfg: dict) -> dict:
+    """Where the run ran and what its times are: ``backend`` ``torch`` (real ranks, wall
+    clock on this machine) or ``simgrid`` (simulated time on ``sim_platform`` with the
+    ``sim_profile`` timing profile)."""
+    sim = cfg.get("backend") == "simgrid"
+
+    def name(spec):
+        return spec if isinstance(spec, str) or spec is None else spec.get("name")
+
+    return {"backend": "simgrid" if sim else "torch", "time_kind": "simulated" if sim else "wall clock",
+            "sim_platform": name(cfg.get("platform") or "ethernet_10g") if sim else None,
+            "sim_profile": name(cfg.get("profile") or "measured") if sim else None}
 
 
 _REDUCE = {"last": lambda s: s.iloc[-1], "max": pd.Series.max, "min": pd.Series.min, "mean": pd.Series.mean}

@@ -167,20 +167,44 @@ def run_config(config: dict[str, Any], run: Run) -> dict[str, Any]:
         "straggler_name": run.straggler,
         "straggler": config["stragglers"][run.straggler],
         "allreduce_algorithm": exp.get("allreduce_algorithm", "ring"),
-        "backend": launcher.get("backend", "auto"),
         "threads_per_rank": launcher.get("threads_per_rank", 1),
+        **backend_keys(exp, m, launcher),
     }
 
 
-def oversubscription_warnings(runs: Iterable[Run], cores: int, factor: int = 2) -> list[str]:
+def backend_keys(exp: dict[str, Any], m: dict[str, Any], launcher: dict[str, Any]) -> dict[str, Any]:
+    """Where a run runs: real ranks (``torch``, the launcher's process-group backend) or the
+    simulated platform (``simgrid``, with its platform and profile); a method's keys
+    override its experiment's."""
+    def pick(key: str, default: Any) -> Any:
+        return m.get(key, exp.get(key, default))
+
+    if pick("backend", "torch") == "simgrid":
+        return {"backend": "simgrid", "platform": pick("platform", "ethernet_10g"),
+                "profile": pick("profile", "measured")}
+    for key in ("platform", "profile"):
+        if pick(key, None) is not None:
+            raise ConfigError(key, "only simulated runs (backend: simgrid) have one; this one runs on real ranks")
+    return {"backend": launcher.get("backend", "auto")}
+
+
+def is_simulated(raw: dict[str, Any]) -> bool:
+    return raw.get("backend") == "simgrid"
+
+
+def oversubscription_warnings(runs: Iterable[Run], cores: int, factor: int = 2,
+                               config: dict[str, Any] | None = None) -> list[str]:
     """One line per experiment whose launches start more than ``factor`` ranks per core.
 
     Such runs are correct, but their time metrics measure the operating system sharing
     cores among processes rather than the method (a Slurm profile, or the simulated
-    platform, is where their speed can be judged).
+    platform, is where their speed can be judged).  With ``config``, simulated runs (one
+    process each, simulated time) are left out.
     """
     worst: dict[str, int] = {}
     for r in runs:
+        if config is not None and is_simulated(run_config(config, r)):
+            continue
         worst[r.experiment] = max(worst.get(r.experiment, 0), r.nodes)
     return [f"experiment {e!r} starts {n} ranks on {cores} core(s) ({n / cores:g} per core): its time "
             f"metrics measure oversubscription of this machine, not the method"
@@ -189,6 +213,8 @@ def oversubscription_warnings(runs: Iterable[Run], cores: int, factor: int = 2) 
 
 def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
     """Where in the user's YAML the runtime key ``key`` (``workload.model.hidden``, ...) was set."""
+    if key.split(".")[0] in ("experiments", "workloads", "stragglers", "launcher"):
+        return key  # already a key of the user's YAML
     exp = config["experiments"][run.experiment]
     method = f"experiments.{run.experiment}.methods.{run.method}"
     head, rest = key.split(".")[0].split("[")[0], key[len(key.split(".")[0].split("[")[0]):]
@@ -201,6 +227,8 @@ def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
     where = {"algorithm": f"{method}.algorithm", "workload": f"workloads.{exp['workload']}",
              "straggler": f"stragglers.{run.straggler}",
              "nodes": f"experiments.{run.experiment}.nodes", "seed": f"experiments.{run.experiment}.seeds"}
+    for k in ("platform", "profile", "backend"):  # set on the method, or else on the experiment
+        where[k] = f"{method}.{k}" if k in (exp["methods"][run.method] or {}) else f"experiments.{run.experiment}.{k}"
     return where[head] + rest if head in where else f"{method}: {key}"
 
 
@@ -216,9 +244,13 @@ def validate(config: dict[str, Any]) -> list[Run]:
     datasets: dict[str, Any] = {}
     checked: set[str] = set()
     for run in runs:
-        raw = run_config(config, run)
         try:
+            raw = run_config(config, run)
             res = resolve(raw)
+            if is_simulated(raw):  # the platform has the hosts (workers and servers) the run needs
+                from impls.sim.engine import check_sim_config
+
+                check_sim_config(raw)
             StragglerModel(res.straggler, 0, run.nodes, run.seed)
             # the algorithm's own checks at this node count (its __init__ never communicates)
             res.algorithm_cls(res.algorithm, Context(0, run.nodes, Communicator(), res.optim, run.seed))

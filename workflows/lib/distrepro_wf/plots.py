@@ -61,6 +61,14 @@ def loss_vs_epoch(ep: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
+def _time_word(df: pd.DataFrame) -> str:
+    """"simulated time" for runs of the simulated platform, "wall time" for real ranks."""
+    kinds = set(df["time_kind"].dropna()) if "time_kind" in df else set()
+    if kinds == {"simulated"}:
+        return "simulated time"
+    return "time (simulated or wall)" if len(kinds) > 1 else "wall time"
+
+
 def acc_vs_wall(ep: pd.DataFrame, path: Path) -> None:
     if ep.empty:
         return _empty(path, "accuracy vs wall time")
@@ -71,7 +79,7 @@ def acc_vs_wall(ep: pd.DataFrame, path: Path) -> None:
         for (m, n), g in ep[ep["straggler"] == s].groupby(["method", "nodes"]):
             mean = g.groupby("epoch")[["time/wall_s", key]].mean()
             ax.plot(mean["time/wall_s"], mean[key], marker="o", ms=3, label=_label(m, n))
-        ax.set(xlabel="wall time (s)", ylabel=label, title=f"straggler: {s}", yscale=scale)
+        ax.set(xlabel=f"{_time_word(ep)} (s)", ylabel=label, title=f"straggler: {s}", yscale=scale)
         ax.legend(fontsize=7)
     _save(fig, path)
 
@@ -85,7 +93,7 @@ def epoch_time_vs_nodes(runs: pd.DataFrame, path: Path) -> None:
         for m, g in runs[runs["straggler"] == s].groupby("method"):
             st = g.groupby("nodes")["time_per_epoch_s"].agg(["mean", "std"]).fillna(0)
             ax.errorbar(st.index, st["mean"], yerr=st["std"], marker="o", capsize=3, label=m)
-        ax.set(xlabel="nodes (workers)", ylabel="time per epoch (s), mean +- std over seeds",
+        ax.set(xlabel="nodes (workers)", ylabel=f"{_time_word(runs)} per epoch (s), mean +- std over seeds",
                title=f"straggler: {s}")
         ax.set_xscale("log", base=2)
         ax.legend(fontsize=7)
@@ -130,7 +138,7 @@ def to_target(runs: pd.DataFrame, path: Path) -> None:
     s0 = _stragglers(runs)[0]
     sub = runs[runs["straggler"] == s0]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, col, ylabel in ((axes[0], "time_to_target_s", "wall time to target (s)"),
+    for ax, col, ylabel in ((axes[0], "time_to_target_s", f"{_time_word(runs)} to target (s)"),
                             (axes[1], "bytes_to_target", "bytes sent per rank to target")):
         labels, means, errs, notes = [], [], [[], []], []
         for (m, n), g in sub.groupby(["method", "nodes"]):

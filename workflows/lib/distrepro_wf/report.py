@@ -32,7 +32,7 @@ HARNESS_PAGE = "harness"
 HARNESS_TITLE = "Harness baselines and other experiments"
 FIGURE_TITLES = {
     "loss_vs_epoch": "Convergence per epoch (training loss, validation accuracy)",
-    "acc_vs_wall": "Validation accuracy against wall-clock time, per straggler setting",
+    "acc_vs_wall": "Validation accuracy against time (wall-clock on real ranks, simulated on the simulated platform), per straggler setting",
     "epoch_time_vs_nodes": "Time per epoch against the number of workers, per straggler setting",
     "straggler_sensitivity": "Straggler sensitivity: time per epoch relative to no straggler",
     "to_target": "Time-to-accuracy and bytes-to-accuracy (95% bootstrap CI over seeds)",
@@ -91,7 +91,8 @@ def _runtime(runs: pd.DataFrame) -> str:
     if runs.empty or "wall_s" not in runs:
         return "n/a"
     w = runs["wall_s"].astype(float)
-    return (f"{len(runs)} run(s), training wall time {w.sum():.1f} s in total "
+    sim = "time_kind" in runs and (runs["time_kind"] == "simulated").all()
+    return (f"{len(runs)} run(s), training {'time (simulated)' if sim else 'wall time'} {w.sum():.1f} s in total "
             f"(median {w.median():.2f} s, max {w.max():.2f} s per run)")
 
 
@@ -158,6 +159,21 @@ def _published_rows(numbers: pd.DataFrame, claims_list: list[dict[str, Any]], re
     return rows
 
 
+def where_text(exp: dict[str, Any]) -> str:
+    """Where an experiment's runs ran and what their times mean (methods may override)."""
+    sims = [m for m, spec in exp["methods"].items() if (spec or {}).get("backend", exp.get("backend")) == "simgrid"]
+    if not sims:
+        return "Real ranks on this machine (torch.distributed); times are wall-clock times of this machine."
+    name = lambda v: v if isinstance(v, str) else (v or {}).get("name")  # noqa: E731
+    text = (f"Simulated platform (SimGrid): platform {name(exp.get('platform')) or 'ethernet_10g'}, timing profile "
+            f"{name(exp.get('profile')) or 'measured'}; every time is simulated time.  The math is real (the same "
+            "code on real tensors); under a paper profile each step is charged the paper's compute time and every "
+            "message weighs what the paper's model would (impls/sim/profiles.py).")
+    if len(sims) < len(exp["methods"]):
+        text += f"  Simulated methods: {', '.join(sims)}; the others ran on real ranks of this machine."
+    return text
+
+
 def _experiment_section(e: str, config: dict[str, Any], tables_dir: Path, out_dir: Path, page_dir: Path,
                         cfg_arg: str) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     exp = config["experiments"][e]
@@ -170,7 +186,7 @@ def _experiment_section(e: str, config: dict[str, Any], tables_dir: Path, out_di
              "config": cfg_files, "hardware": hardware, "runtime": runtime}
             for name, t in FIGURE_TITLES.items()]
     wl = config["workloads"].get(exp["workload"], {})
-    section = {
+    section = {"where": where_text(exp),
         "name": e, "title": exp.get("title", e), "paper": exp.get("paper"),
         "workload": exp["workload"],
         "grid": f"methods {', '.join(exp['methods'])} x nodes {exp['nodes']} x stragglers "

@@ -145,3 +145,22 @@ def test_children_collective_simulation_and_timeout(tmp_path):
     with pytest.raises(RuntimeError, match="simulation .* failed: .*bogus"):
         simbench.simulate(bad, tmp_path / "bad", log)
     assert "$ " in log.read_text()
+
+
+def test_gossip_spectral_gap_is_computed_once_per_process(monkeypatch):
+    """Every rank of a simulation builds its gossip graph in one process: the O(n^3) spectral
+    gap is computed once per (topology, world size), and is the same number."""
+    from impls import gossip
+    from impls.topology import period_spectral_gap
+
+    calls = []
+    monkeypatch.setattr(gossip, "period_spectral_gap", lambda g: calls.append(g.world) or period_spectral_gap(g))
+    gossip._period_gap.cache_clear()
+    try:
+        spec = {"name": "exponential", "peers": 1}
+        gaps = [gossip.make_graph(dict(spec), 16)[1] for _ in range(3)] + [gossip.make_graph("exponential", 16)[1]]
+        assert calls == [16, 16]  # {name, peers} once, the bare name once
+        assert gaps[0] == gaps[1] == gaps[2] == pytest.approx(period_spectral_gap(gossip.build_topology(spec, 16)))
+        assert gossip.make_graph({"peers": 2, "name": "exponential"}, 16)[1] != gaps[0] and calls == [16, 16, 16]
+    finally:
+        gossip._period_gap.cache_clear()

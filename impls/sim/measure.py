@@ -47,3 +47,26 @@ def collective_times(pcfg: PlatformConfig, n: int, sizes: list[float], op: str =
     return [{"op": op, "n": n, "bytes": size,
              "seconds": max(s[i][1] for s in per_rank) - max(s[i][0] for s in per_rank)}
             for i, size in enumerate(sizes)]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m impls.sim.measure --platform JSON --n N --sizes S1,S2,...``: prints the
+    rows of :func:`collective_times` as one JSON line (one simulation, so one process)."""
+    import argparse
+    import json
+
+    from .platforms import platform_config
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--platform", required=True, help="a preset name or a JSON mapping {name, <overrides>}")
+    ap.add_argument("--n", type=int, required=True, help="hosts")
+    ap.add_argument("--sizes", required=True, help="bytes, comma-separated")
+    ap.add_argument("--op", default="all_reduce")
+    args = ap.parse_args(argv)
+    spec = json.loads(args.platform) if args.platform.lstrip().startswith("{") else args.platform
+    rows = collective_times(platform_config(spec), args.n, [float(s) for s in args.sizes.split(",")], args.op)
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,12 @@
 # max_ranks.csv: does the tiny workload run at N ranks on this machine, and how fast.
 # step_time_vs_allreduce.csv: each method's time per step / allreduce_sgd's, same experiment,
 #   nodes and straggler setting (from the experiments' runs, i.e. measured in one pipeline run).
+# The simulated platform (impls/sim; one simulation per child process, distrepro_wf/simbench.py;
+# settings: simbench.DEFAULTS, overridable under benchmarks.<rule's name> in the config):
+# sim_cost_model.csv: simulated ring all-reduce / alpha-beta formula, 4-64 hosts, 1 KB-100 MB.
+# sim_slowmo_table2a.csv: SlowMo Table 2a time per iteration (32 nodes, 10 GbE) simulated.
+# sim_scale.csv: virtual node-steps per second of this machine, 16-256 simulated nodes.
+# sim_vs_real.csv: simulated (profile measured) / real ranks' step time, 2 compute-bound ranks.
 
 
 rule bench:
@@ -45,3 +51,55 @@ rule bench_step_time:
         "results/logs/bench/step_time_vs_allreduce.log",
     script:
         "../scripts/bench_step_time.py"
+
+
+rule bench_sim_cost_model:
+    output:
+        "results/bench/sim_cost_model.csv",
+    log:
+        "results/logs/bench/sim_cost_model.log",
+    params:
+        spec=config.get("benchmarks", {}).get("sim_cost_model", {}),
+    threads: 1  # simulated times: deterministic, whatever else runs
+    script:
+        "../scripts/bench_sim_cost_model.py"
+
+
+rule bench_sim_slowmo:
+    input:
+        numbers=PUBLISHED_FILES[0],  # compare.smk: config/published/numbers.csv
+    output:
+        "results/bench/sim_slowmo_table2a.csv",
+    log:
+        "results/logs/bench/sim_slowmo_table2a.log",
+    params:
+        spec=config.get("benchmarks", {}).get("sim_slowmo", {}),
+    threads: 1  # simulated times: deterministic, whatever else runs
+    script:
+        "../scripts/bench_sim_slowmo.py"
+
+
+rule bench_sim_scale:
+    output:
+        "results/bench/sim_scale.csv",
+    log:
+        "results/logs/bench/sim_scale.log",
+    params:
+        spec=config.get("benchmarks", {}).get("sim_scale", {}),
+    threads: 64  # wall times: the machine to itself (Snakemake scales it down to --cores)
+    script:
+        "../scripts/bench_sim_scale.py"
+
+
+rule bench_sim_vs_real:
+    output:
+        "results/bench/sim_vs_real.csv",
+    log:
+        "results/logs/bench/sim_vs_real.log",
+    params:
+        spec=config.get("benchmarks", {}).get("sim_vs_real", {}),
+        workloads=config["workloads"],
+        calibration="results/bench/sim_calibration.json",  # the measured profile's cache, kept between runs
+    threads: 64  # real ranks, one per core, and nothing else
+    script:
+        "../scripts/bench_sim_vs_real.py"

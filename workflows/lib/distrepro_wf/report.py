@@ -263,7 +263,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
     missing = summary[summary["status"] == wfclaims.NOT_COMPARABLE][["paper", "claim", "experiment", "reason"]]
     no_runs = [e for e in experiments if _read(tables_dir / e / "runs.csv").empty]
     absent = _absent_runs(experiments, config, tables_dir)
-    benches = [{"name": Path(p).name, "table": _html_table(pd.read_csv(p).tail(20))} for p in sorted(map(Path, bench_files))]
+    benches = [{"name": Path(p).name, "table": _html_table(pd.read_csv(p).tail(40))} for p in sorted(map(Path, bench_files))]
     index = env.get_template("index.html.j2").render(
         papers=index_rows, n_failed=len(failed_df), generated=generated,
         failed=_html_table(failed_df[[c for c in ("experiment", "method", "nodes", "straggler", "seed", "kind", "reason", "log")

@@ -1,0 +1,166 @@
+"""The simulated platform's benchmark helpers (workflows/lib/distrepro_wf/simbench.py): the
+tables exactly, from given numbers; the child processes on tiny sizes (a 4-host collective,
+a 2-rank simulation of 2 steps, a child killed at its timeout)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from distrepro_wf import simbench
+from impls.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_spec_defaults_and_overrides():
+    spec = simbench.bench_spec("sim_scale", {"nodes": [8, 16]})
+    assert spec["nodes"] == [8, 16] and spec["methods"] == simbench.DEFAULTS["sim_scale"]["methods"]
+    assert simbench.bench_spec("sim_scale", None) == simbench.DEFAULTS["sim_scale"]
+    spec["methods"]["x"] = 1  # a copy: the defaults stay
+    assert "x" not in simbench.DEFAULTS["sim_scale"]["methods"]
+    with pytest.raises(ConfigError, match=r"benchmarks\.sim_slowmo.*unknown key\(s\) \['node'\]"):
+        simbench.bench_spec("sim_slowmo", {"node": 32})
+
+
+def test_merged_and_run_config():
+    assert simbench.merged({"a": 1, "b": {"c": 2}, "d": 3}, {"b": {"e": 4}, "d": None}) == {"a": 1, "b": {"e": 4}}
+    cfg = simbench.sim_config(simbench.SGP_1PEER, 4, simbench.TINY_WORKLOAD, "ethernet_10g", "fixed", method="sgp")
+    assert cfg["algorithm"] == simbench.SGP_1PEER and cfg["algorithm"] is not simbench.SGP_1PEER
+    assert (cfg["backend"], cfg["platform"], cfg["profile"], cfg["nodes"], cfg["method"]) == (
+        "simgrid", "ethernet_10g", "fixed", 4, "sgp")
+    from impls.runconfig import resolve
+
+    resolve({**cfg, "profile": {"name": "fixed", "step_ms": 5}})  # a valid run config
+
+
+def test_cost_model_table_is_exact():
+    from impls.sim.platforms import alpha_beta, platform_config
+
+    a, b = alpha_beta(platform_config("ethernet_10g"))
+    want = 2 * 3 * (a + 1e6 / (4 * b))  # n = 4, S = 1 MB
+    t = simbench.cost_model_table([{"n": 4, "bytes": 1e6, "seconds": want * 1.04},
+                                   {"n": 4, "bytes": 1e6, "seconds": want * 0.94}],
+                                  {"name": "ethernet_10g", "small_allreduce_bytes": 0})
+    assert list(t.columns[:7]) == ["platform", "n", "bytes", "simulated_s", "alpha_beta_s", "ratio", "within_5pct"]
+    assert t["platform"].tolist() == ["ethernet_10g"] * 2 and t["bytes"].tolist() == [1_000_000] * 2
+    assert t["alpha_beta_s"].tolist() == pytest.approx([want, want], rel=1e-12)
+    assert t["ratio"].tolist() == [1.04, 0.94] and t["within_5pct"].tolist() == [True, False]
+
+
+def test_published_slowmo_numbers_from_the_project_copy(tmp_path):
+    numbers = ROOT / "config" / "published" / "numbers.csv"
+    assert simbench.published_tpi(numbers) == {"allreduce_sgd": 420.0, "sgp": 304.0, "osgp": 271.0}
+    with pytest.raises(ValueError, match="no row 'nope'"):
+        simbench.published_tpi(numbers, {"sgp": "nope"})
+    with pytest.raises(ValueError, match="not time per iteration in ms"):
+        simbench.published_tpi(numbers, {"sgp": "slowmo_t1_sgp_top1"})
+
+
+def test_slowmo_table_is_exact():
+    pub = {"allreduce_sgd": 420.0, "sgp": 304.0, "osgp": 271.0}
+    t = simbench.slowmo_table(pub, {"allreduce_sgd": 421.5, "sgp": 334.4, "osgp": 245.4})
+    assert t["method"].tolist() == ["allreduce_sgd", "sgp", "osgp"]
+    assert t["ratio"].tolist() == [1.0036, 1.1, 0.9055]
+    assert t["within_15pct"].tolist() == [True, True, True]
+    assert t["role"].tolist() == ["calibration", "prediction", "prediction"]
+    assert t["ordering_preserved"].all()
+    assert "AR-SGD > SGP > OSGP (published) preserved" in t["note"][0]
+    assert "compute taken from the AR-SGD row" in t["note"][1]
+    t = simbench.slowmo_table(pub, {"allreduce_sgd": 420.0, "sgp": 200.0, "osgp": 260.0})
+    assert not t["ordering_preserved"].any() and "NOT preserved" in t["note"][2]
+    assert t["within_15pct"].tolist() == [True, False, True]
+
+
+def test_scale_rows_and_largest_under_five_minutes():
+    fast, slow = simbench.Child(0, 20.0, 800.04), simbench.Child(0, 300.0, 1100.0)
+    row = simbench.scale_row("sgp", 64, 4, fast, host="h")
+    assert row == {"method": "sgp", "nodes": 64, "steps_per_epoch": 4, "wall_s": 20.0, "node_steps_per_s": 12.8,
+                   "peak_rss_mb": 800.0, "under_5_min": True, "host": "h"}
+    rows = pd.DataFrame([simbench.scale_row("ar", 16, 4, fast), simbench.scale_row("ar", 256, 4, slow), row])
+    assert rows["under_5_min"].tolist() == [True, False, True]
+    assert simbench.largest_under(rows) == {"ar": 16, "sgp": 64}
+    assert simbench.largest_under(rows.iloc[[1]]) == {"ar": None}
+
+
+def test_vs_real_row_and_its_note():
+    def steps(*ts):
+        return {0: list(ts), 1: list(ts)}
+
+    real = {"time/step_s": steps(9, 0.030, 0.030, 0.031), "time/compute_s": steps(9, 0.025, 0.025, 0.026),
+            "time/comm_s": steps(0, 0.002, 0.002, 0.002)}
+    sim = {"time/step_s": steps(9, 0.026, 0.026, 0.026), "time/compute_s": steps(9, 0.025, 0.025, 0.025),
+           "time/comm_s": steps(0, 0.001, 0.001, 0.001)}
+    row = simbench.vs_real_row(real, sim, 25.0, warmup=1)
+    assert (row["real_step_ms"], row["simulated_step_ms"], row["ratio"], row["within_15pct"]) == (
+        30.0, 26.0, 0.8667, True)
+    assert (row["real_compute_ms"], row["real_comm_ms"], row["simulated_comm_ms"]) == (25.0, 2.0, 1.0)
+    assert row["note"].startswith("within 15%")
+    sim["time/step_s"] = steps(9, 0.020, 0.020, 0.020)
+    sim["time/compute_s"] = steps(9, 0.019, 0.019, 0.019)
+    row = simbench.vs_real_row(real, sim, 19.0, warmup=1)
+    assert not row["within_15pct"]
+    assert row["note"].startswith("not within 15%: the gap of +10.00 ms (real - simulated) is mostly compute (+6.00 ms)")
+    with pytest.raises(ValueError, match="no step after the first 4"):
+        simbench.vs_real_row(real, sim, 19.0, warmup=4)
+
+
+def test_metrics_readers(tmp_path):
+    (tmp_path / "metrics").mkdir()
+    for r in (1, 0):
+        recs = [{"kind": "step", "time/step_s": 0.1 * (r + 1), "time/compute_s": 0.05},
+                {"kind": "step", "time/step_s": 0.2 * (r + 1), "time/compute_s": 0.05},
+                {"kind": "epoch", "time/epoch_s": 1.0}]
+        (tmp_path / "metrics" / f"rank{r}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in recs))
+    steps = simbench.step_times(tmp_path)
+    assert steps == {0: [0.1, 0.2], 1: [0.2, 0.4]} and list(steps) == [0, 1]
+    assert simbench.after_warmup(steps, 1) == [0.2, 0.4]
+    assert simbench.after_warmup(steps, 0, ranks=[1]) == [0.2, 0.4]
+    assert simbench.profile_compute_ms(tmp_path) == pytest.approx(50.0)
+
+
+def test_children_collective_simulation_and_timeout(tmp_path):
+    """Tiny sizes: a 4-host ring all-reduce within 5 % of alpha-beta; a 2-rank simulation of
+    2 steps (wall time, the child's own RSS, its metrics); a child killed at its timeout."""
+    log = tmp_path / "log"
+    plat = {"name": "ethernet_10g", "small_allreduce_bytes": 0}
+    t = simbench.cost_model_table(simbench.collective_times(plat, 4, [1e3, 1e7], log), plat)
+    assert t["n"].tolist() == [4, 4] and t["bytes"].tolist() == [1000, 10_000_000] and t["within_5pct"].all()
+    wl = simbench.merged(simbench.TINY_WORKLOAD, {"max_steps_per_epoch": 2})
+    cfg = simbench.sim_config("allreduce_sgd", 2, wl, "ethernet_10g", {"name": "fixed", "step_ms": 7})
+    child, out = simbench.simulate(cfg, tmp_path / "sim", log)
+    assert child.rc == 0 and child.wall_s > 0 and 100 < child.peak_rss_mb < 4000
+    steps = simbench.step_times(out)
+    assert list(steps) == [0, 1] and [len(v) for v in steps.values()] == [2, 2]
+    assert simbench.profile_compute_ms(out) == pytest.approx(7.0)
+    assert all(s >= 0.007 for v in steps.values() for s in v)
+    child = simbench.run_child([sys.executable, "-c", "import time; time.sleep(60)"], log, timeout_s=1)
+    assert child.timed_out and child.rc != 0 and child.wall_s < 30
+    bad = simbench.sim_config({"name": "allreduce_sgd", "bogus": 1}, 2, wl, "ethernet_10g",
+                              {"name": "fixed", "step_ms": 7})
+    with pytest.raises(RuntimeError, match="simulation .* failed: .*bogus"):
+        simbench.simulate(bad, tmp_path / "bad", log)
+    assert "$ " in log.read_text()
+
+
+def test_gossip_spectral_gap_is_computed_once_per_process(monkeypatch):
+    """Every rank of a simulation builds its gossip graph in one process: the O(n^3) spectral
+    gap is computed once per (topology, world size), and is the same number."""
+    from impls import gossip
+    from impls.topology import period_spectral_gap
+
+    calls = []
+    monkeypatch.setattr(gossip, "period_spectral_gap", lambda g: calls.append(g.world) or period_spectral_gap(g))
+    gossip._period_gap.cache_clear()
+    try:
+        spec = {"name": "exponential", "peers": 1}
+        gaps = [gossip.make_graph(dict(spec), 16)[1] for _ in range(3)] + [gossip.make_graph("exponential", 16)[1]]
+        assert calls == [16, 16]  # {name, peers} once, the bare name once
+        assert gaps[0] == gaps[1] == gaps[2] == pytest.approx(period_spectral_gap(gossip.build_topology(spec, 16)))
+        assert gossip.make_graph({"peers": 2, "name": "exponential"}, 16)[1] != gaps[0] and calls == [16, 16, 16]
+    finally:
+        gossip._period_gap.cache_clear()

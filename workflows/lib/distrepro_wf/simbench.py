@@ -1,0 +1,377 @@
+"""Benchmarks of the simulated platform (rules ``bench_sim_*``, ``workflows/rules/bench.smk``).
+
+SimGrid runs one simulation per process, so every simulation here is a child process
+(``python -m impls.sim`` for a training run, ``python -m impls.sim.measure`` for a
+collective); this module builds their configs, runs them (wall time and peak RSS of the
+child, from ``wait4``), reads their metrics and turns them into the benchmark tables.
+Everything that is not a child process is pure and tested (``tests/test_simbench.py``).
+
+* ``sim_cost_model.csv`` (:func:`cost_model_table`): a simulated ring all-reduce against
+  the alpha-beta formula ``2 (n - 1) (alpha + S / (n beta))`` of the platform preset.
+* ``sim_slowmo_table2a.csv`` (:func:`slowmo_table`): SlowMo (Wang et al. 2020) Table 2a,
+  time per iteration at 32 nodes on 10 GbE, under the ``resnet50_v100x8`` profile.
+* ``sim_scale.csv`` (:func:`scale_row`): virtual node-steps per second of this machine.
+* ``sim_vs_real.csv`` (:func:`vs_real_row`): real ranks (torchrun) against the simulated
+  backend with the ``measured`` profile, same config otherwise.
+
+Each benchmark's settings are :data:`DEFAULTS`, overridable key by key from the pipeline
+config (``benchmarks: {sim_scale: {nodes: [16, 64]}}``: :func:`bench_spec`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from impls.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[3]
+
+COST_TOL = 0.05  # the simulator's bound: ring all-reduce within 5 % of alpha-beta
+SLOWMO_TOL = 0.15
+VS_REAL_TOL = 0.15
+FIVE_MIN_S = 300.0
+
+SGP_1PEER = {"name": "sgp", "topology": {"name": "exponential", "peers": 1}}
+OSGP_1PEER = {"name": "osgp", "tau": 1, "topology": {"name": "exponential", "peers": 1}}
+
+# the harness's tiny stand-in (tests/conftest.py::TINY_WORKLOAD), one epoch
+TINY_WORKLOAD: dict[str, Any] = {
+    "dataset": {"name": "digits"},
+    "model": {"name": "mlp", "hidden": [32]},
+    "batch_size": 16,
+    "epochs": 1,
+    "max_steps_per_epoch": 10,
+    "optimizer": {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-4},
+}
+
+# SlowMo Table 2a rows of config/published/numbers.csv, by method
+SLOWMO_T2A_IDS = {"allreduce_sgd": "slowmo_t2a_ar_tpi", "sgp": "slowmo_t2a_sgp_tpi", "osgp": "slowmo_t2a_osgp_tpi"}
+SLOWMO_LABELS = {"allreduce_sgd": "AR-SGD", "sgp": "SGP", "osgp": "OSGP"}
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "sim_cost_model": {
+        "platforms": ["ethernet_10g", "infiniband_100g"],
+        "nodes": [4, 8, 16, 32, 64],
+        "sizes": [1e3, 1e5, 1e7, 1e8],
+    },
+    "sim_slowmo": {
+        "nodes": 32,
+        "platform": "ethernet_10g",
+        "profile": "resnet50_v100x8",
+        # batch 4: 10 steps per worker at 32 workers (batch 16 leaves each 2); the profile
+        # charges its step time and weighs the model as ResNet-50 whatever the batch
+        "workload": {"batch_size": 4},
+        "methods": {"allreduce_sgd": "allreduce_sgd", "sgp": SGP_1PEER, "osgp": OSGP_1PEER},
+    },
+    "sim_scale": {
+        "nodes": [16, 64, 256],
+        "methods": {"allreduce_sgd": "allreduce_sgd", "sgp": SGP_1PEER},
+        "profile": "resnet50_v100x8",
+        # small_allreduce_bytes 1 MB: the runtime's control flags (which the trainer scales
+        # to the paper's model size, ~85-170 KB, see sim_scale.csv's note) take recursive
+        # doubling, as the simulator documents for control traffic; the 102 MB model
+        # all-reduce still takes the ring
+        "platform": {"name": "ethernet_10g", "small_allreduce_bytes": 1_000_000},
+        # batch 1 x 4 steps: 1,438 digits training samples give every worker 4 steps up to 359 workers
+        "workload": {"batch_size": 1, "max_steps_per_epoch": 4},
+        "timeout_s": 900,
+    },
+    "sim_vs_real": {
+        "nodes": 2,
+        "workload": "digits_cnn",
+        # digits_cnn's 16 channels at batch 32 take ~2 ms a step here: 64 channels at batch 128
+        # make it compute-bound (~25 ms); 3 epochs of 5 steps per rank
+        "workload_overrides": {"model": {"name": "cnn", "channels": 64}, "batch_size": 128, "epochs": 3,
+                               "max_steps_per_epoch": None},
+        "platform": "ethernet_10g",
+        "warmup_steps": 2,
+    },
+}
+
+
+def bench_spec(name: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:data:`DEFAULTS` of benchmark ``name`` with the config's keys (``benchmarks.<name>``) replacing them."""
+    spec = copy.deepcopy(DEFAULTS[name])
+    unknown = sorted(set(given or {}) - set(spec))
+    if unknown:
+        raise ConfigError(f"benchmarks.{name}", f"unknown key(s) {unknown}; allowed keys: {', '.join(sorted(spec))}")
+    spec.update(copy.deepcopy(dict(given or {})))
+    return spec
+
+
+def run_config(algorithm: str | Mapping[str, Any], nodes: int, workload: Mapping[str, Any], seed: int = 1,
+               experiment: str = "bench", **over: Any) -> dict[str, Any]:
+    """A resolved run config (as ``tests/conftest.py::make_config``): ``over`` sets top-level
+    keys (``backend``, ``platform``, ``profile``)."""
+    algo = {"name": algorithm} if isinstance(algorithm, str) else copy.deepcopy(dict(algorithm))
+    cfg = {"experiment": experiment, "method": algo["name"], "nodes": nodes, "seed": seed, "algorithm": algo,
+           "workload": copy.deepcopy(dict(workload)), "straggler_name": "none", "straggler": {"kind": "none"},
+           "network": "none"}
+    cfg.update(copy.deepcopy(over))
+    return cfg
+
+
+def sim_config(algorithm: str | Mapping[str, Any], nodes: int, workload: Mapping[str, Any], platform: Any,
+               profile: Any, **over: Any) -> dict[str, Any]:
+    return run_config(algorithm, nodes, workload, backend="simgrid", platform=platform, profile=profile, **over)
+
+
+def merged(base: Mapping[str, Any], over: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``base`` with ``over``'s top-level keys replacing its (a value None removes the key)."""
+    out = copy.deepcopy(dict(base))
+    for k, v in (over or {}).items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+# -- child processes ------------------------------------------------------------------------
+@dataclass
+class Child:
+    rc: int
+    wall_s: float
+    peak_rss_mb: float  # the child's own peak resident set (wait4's ru_maxrss), MiB
+    timed_out: bool = False
+
+
+def run_child(cmd: list[str], log: str | os.PathLike, timeout_s: float = 1800, cwd: str | os.PathLike = REPO,
+              env: Mapping[str, str] | None = None) -> Child:
+    """Run ``cmd`` with its output appended to ``log``; its wall time and peak RSS.
+
+    The RSS is this child's own (``os.wait4``), not the maximum over every child so far that
+    ``getrusage(RUSAGE_CHILDREN)`` reports.  A child past ``timeout_s`` is killed."""
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(map(str, cmd))}\n")
+        f.flush()
+        t0 = time.perf_counter()
+        p = subprocess.Popen(list(map(str, cmd)), stdout=f, stderr=subprocess.STDOUT, cwd=cwd,
+                             env={**os.environ, **(env or {})})
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            p.kill()
+
+        timer = threading.Timer(timeout_s, kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+    return Child(p.returncode, wall, usage.ru_maxrss / 1024, killed.is_set())
+
+
+def simulate(cfg: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.PathLike,
+             calibration: str | os.PathLike | None = None, timeout_s: float = 1800,
+             must_succeed: bool = True) -> tuple[Child, Path]:
+    """One simulated run (``python -m impls.sim``) of ``cfg`` in ``workdir``; its output
+    directory.  A failure raises, unless not ``must_succeed`` (then see ``Child``)."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "cfg.json").write_text(json.dumps(cfg, indent=1))
+    cmd = [sys.executable, "-m", "impls.sim", "--config", workdir / "cfg.json", "--out", workdir / "out"]
+    if calibration is not None:
+        cmd += ["--calibration", calibration]
+    child = run_child(cmd, log, timeout_s)
+    if must_succeed:
+        check(child, workdir / "out", "simulation")
+    return child, workdir / "out"
+
+
+def real_run(cfg: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.PathLike,
+             timeout_s: float = 1800) -> tuple[Child, Path]:
+    """``cfg`` on real ranks: one ``torchrun --standalone`` launch of ``impls.run`` (gloo on CPU)."""
+    from impls.runconfig import world_size
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "cfg.json").write_text(json.dumps(cfg, indent=1))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world_size(cfg)}",
+           "-m", "impls.run", "--config", workdir / "cfg.json", "--out", workdir / "out"]
+    child = run_child(cmd, log, timeout_s)
+    check(child, workdir / "out", "real run")
+    return child, workdir / "out"
+
+
+def check(child: Child, out: Path, what: str) -> None:
+    if child.timed_out:
+        raise RuntimeError(f"{what} {out} killed after {child.wall_s:.0f} s (timeout)")
+    if child.rc != 0 or (out / "error.json").exists():
+        err = (out / "error.json").read_text() if (out / "error.json").exists() else f"exit status {child.rc}"
+        raise RuntimeError(f"{what} {out} failed: {err} (see the log)")
+
+
+def collective_times(platform: Any, n: int, sizes: Iterable[float], log: str | os.PathLike,
+                     timeout_s: float = 600) -> list[dict[str, Any]]:
+    """:func:`impls.sim.measure.collective_times` in a child process (``python -m impls.sim.measure``)."""
+    cmd = [sys.executable, "-m", "impls.sim.measure", "--platform", json.dumps(platform), "--n", str(n),
+           "--sizes", ",".join(repr(float(s)) for s in sizes)]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout_s)
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+    if p.returncode != 0:
+        raise RuntimeError(f"collective_times failed ({p.returncode}): {p.stderr[-2000:]}")
+    text = p.stdout
+    return json.loads(text.strip().splitlines()[-1])
+
+
+# -- metrics --------------------------------------------------------------------------------
+def step_times(out: str | os.PathLike, key: str = "time/step_s") -> dict[int, list[float]]:
+    """``key`` (default ``time/step_s``) of every step, per rank, in order, from
+    ``out/metrics/rank*.jsonl``."""
+    got = {}
+    for path in Path(out, "metrics").glob("rank*.jsonl"):
+        recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        got[int(path.stem[4:])] = [r[key] for r in recs if r["kind"] == "step"]
+    return dict(sorted(got.items()))
+
+
+def after_warmup(steps: Mapping[int, list[float]], skip: int, ranks: Iterable[int] | None = None) -> list[float]:
+    """Every step time of ``ranks`` (default all) after each rank's first ``skip`` steps."""
+    keep = set(steps) if ranks is None else set(ranks)
+    out = [t for r, ts in steps.items() if r in keep for t in ts[skip:]]
+    if not out:
+        raise ValueError(f"no step after the first {skip} (steps per rank: {[len(v) for v in steps.values()]})")
+    return out
+
+
+def profile_compute_ms(out: str | os.PathLike) -> float:
+    """The simulated compute of a step (``time/compute_s`` of rank 0's first step), ms."""
+    with open(Path(out, "metrics", "rank0.jsonl")) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec["kind"] == "step":
+                return rec["time/compute_s"] * 1e3
+    raise ValueError(f"no step in {out}")
+
+
+# -- tables ---------------------------------------------------------------------------------
+def platform_label(platform: Any) -> str:
+    return platform if isinstance(platform, str) else platform["name"]
+
+
+def cost_model_table(measured: list[dict[str, Any]], platform: Any, tol: float = COST_TOL) -> pd.DataFrame:
+    """Rows of :func:`collective_times` (``n``, ``bytes``, ``seconds``) against the platform's
+    alpha-beta ring formula."""
+    from impls.sim.measure import ring_allreduce_alpha_beta
+    from impls.sim.platforms import alpha_beta, platform_config
+
+    alpha, beta = alpha_beta(platform_config(platform))
+    rows = []
+    for m in measured:
+        want = ring_allreduce_alpha_beta(m["bytes"], m["n"], alpha, beta)
+        ratio = m["seconds"] / want
+        rows.append({"platform": platform_label(platform), "n": int(m["n"]), "bytes": int(m["bytes"]),
+                     "simulated_s": m["seconds"], "alpha_beta_s": want, "ratio": round(ratio, 5),
+                     "within_5pct": bool(abs(ratio - 1) <= tol), "alpha_s": alpha, "beta_bytes_per_s": beta})
+    return pd.DataFrame(rows, columns=["platform", "n", "bytes", "simulated_s", "alpha_beta_s", "ratio", "within_5pct",
+                                       "alpha_s", "beta_bytes_per_s"])
+
+
+def published_tpi(numbers_csv: str | os.PathLike, ids: Mapping[str, str] = SLOWMO_T2A_IDS) -> dict[str, float]:
+    """Published time per iteration (ms) by method, from the project's numbers.csv rows ``ids``."""
+    numbers = pd.read_csv(numbers_csv, dtype=str).set_index("id")
+    out = {}
+    for method, nid in ids.items():
+        if nid not in numbers.index:
+            raise ValueError(f"{numbers_csv}: no row {nid!r} (published {method})")
+        row = numbers.loc[nid]
+        if row["metric"] != "time per iteration" or row["unit"] != "ms":
+            raise ValueError(f"{numbers_csv}: row {nid!r} is {row['metric']!r} in {row['unit']!r}, "
+                             f"not time per iteration in ms")
+        out[method] = float(row["value"])
+    return out
+
+
+def slowmo_table(published: Mapping[str, float], simulated_ms: Mapping[str, float],
+                 calibrated_from: str = "allreduce_sgd", tol: float = SLOWMO_TOL) -> pd.DataFrame:
+    """Published against simulated time per iteration, in ``published``'s method order, which
+    is the published ordering checked (slowest first)."""
+    order = [m for m in published if m in simulated_ms]
+    pub_sorted = sorted(order, key=lambda m: -published[m])
+    sim_sorted = sorted(order, key=lambda m: -simulated_ms[m])
+    kept = pub_sorted == sim_sorted
+    chain = " > ".join(SLOWMO_LABELS.get(m, m) for m in pub_sorted)
+    ordering = (f"ordering {chain} (published) {'preserved' if kept else 'NOT preserved'}: simulated "
+                + " > ".join(f"{SLOWMO_LABELS.get(m, m)} {simulated_ms[m]:.1f}" for m in sim_sorted) + " ms")
+    rows = []
+    for m in order:
+        ratio = simulated_ms[m] / published[m]
+        if m == calibrated_from:
+            role = ("calibration: the profile's compute time is this published row minus the simulated ring "
+                    "all-reduce, so the ratio is ~1 by construction")
+        else:
+            role = "prediction of the network model (compute taken from the AR-SGD row)"
+        rows.append({"method": m, "published_ms": published[m], "simulated_ms": round(simulated_ms[m], 3),
+                     "ratio": round(ratio, 4), "within_15pct": bool(abs(ratio - 1) <= tol),
+                     "role": "calibration" if m == calibrated_from else "prediction",
+                     "ordering_preserved": kept, "note": f"{role}; {ordering}"})
+    return pd.DataFrame(rows, columns=["method", "published_ms", "simulated_ms", "ratio", "within_15pct", "role",
+                                       "ordering_preserved", "note"])
+
+
+def scale_row(method: str, nodes: int, steps_per_epoch: int, child: Child, limit_s: float = FIVE_MIN_S,
+              **extra: Any) -> dict[str, Any]:
+    """One simulation of one epoch: virtual node-steps (workers x steps) per wall second."""
+    return {"method": method, "nodes": nodes, "steps_per_epoch": steps_per_epoch, "wall_s": round(child.wall_s, 2),
+            "node_steps_per_s": round(nodes * steps_per_epoch / child.wall_s, 2),
+            "peak_rss_mb": round(child.peak_rss_mb, 1), "under_5_min": bool(child.wall_s < limit_s), **extra}
+
+
+def largest_under(rows: pd.DataFrame, limit_s: float = FIVE_MIN_S) -> dict[str, int | None]:
+    """Per method, the largest node count whose epoch took under ``limit_s``."""
+    out: dict[str, int | None] = {}
+    for m, g in rows.groupby("method", sort=False):
+        ok = g[g["wall_s"] < limit_s]
+        out[m] = int(ok["nodes"].max()) if len(ok) else None
+    return out
+
+
+def median_ms(per_rank: Mapping[int, list[float]], warmup: int) -> float:
+    return statistics.median(after_warmup(per_rank, warmup)) * 1e3
+
+
+def vs_real_row(real: Mapping[str, Mapping[int, list[float]]], sim: Mapping[str, Mapping[int, list[float]]],
+                compute_ms: float, warmup: int, tol: float = VS_REAL_TOL) -> dict[str, Any]:
+    """Real against simulated ranks: medians over every rank's steps after ``warmup`` of the
+    step time and its parts.  ``real``/``sim``: metric key (``time/step_s``,
+    ``time/compute_s``, ``time/comm_s``) -> :func:`step_times`; ``compute_ms``: the measured
+    profile's compute per step.  The note says where a gap beyond ``tol`` comes from."""
+    r = {k: median_ms(v, warmup) for k, v in real.items()}
+    s = {k: median_ms(v, warmup) for k, v in sim.items()}
+    step, sim_step = r["time/step_s"], s["time/step_s"]
+    ratio = sim_step / step
+    within = bool(abs(ratio - 1) <= tol)
+    other_real = step - r["time/compute_s"] - r["time/comm_s"]
+    other_sim = sim_step - s["time/compute_s"] - s["time/comm_s"]
+    parts = (f"compute {r['time/compute_s']:.2f} ms real vs {s['time/compute_s']:.2f} simulated; "
+             f"communication {r['time/comm_s']:.2f} vs {s['time/comm_s']:.2f}; "
+             f"the rest of the step (optimizer, bookkeeping) {other_real:.2f} vs {other_sim:.2f}")
+    if within:
+        note = f"within {tol:.0%}: {parts}"
+    else:
+        gaps = {"compute": r["time/compute_s"] - s["time/compute_s"], "communication": r["time/comm_s"] - s["time/comm_s"],
+                "the rest of the step": other_real - other_sim}
+        main = max(gaps, key=lambda k: abs(gaps[k]))
+        note = (f"not within {tol:.0%}: the gap of {step - sim_step:+.2f} ms (real - simulated) is mostly "
+                f"{main} ({gaps[main]:+.2f} ms); {parts}")
+    return {"real_step_ms": round(step, 3), "simulated_step_ms": round(sim_step, 3), "ratio": round(ratio, 4),
+            "within_15pct": within, "compute_ms": round(compute_ms, 3),
+            "real_compute_ms": round(r["time/compute_s"], 3), "real_comm_ms": round(r["time/comm_s"], 3),
+            "simulated_comm_ms": round(s["time/comm_s"], 3), "note": note}

@@ -185,7 +185,7 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
             "world": backend.world, "roles": roles, "backend": backend.name,
             "device": str(device), "time": clock.describe()}), indent=2))
     _run_loop(res, algo, model, task, comm, wgroup, straggler, rank, workers, device, out_dir,
-              Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h, backend.next_run_id())
+              Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h, backend.next_run_id(), backend)
 
 
 def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
@@ -220,8 +220,10 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
 
 
 def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world, device, out_dir, ckpt_dir,
-              h, run_id: int):
-    """One rank's run; ``world`` counts the workers (a server rank's ``rank >= world``)."""
+              h, run_id: int, ctl):
+    """One rank's run; ``world`` counts the workers (a server rank's ``rank >= world``).
+    ``ctl``: the process group for the runtime's own agreement (not the algorithm's view of
+    it, which may be a side group or weigh its messages as a paper model's)."""
     run, wl, o = res.run, res.workload, res.optim
     sampler = build_sampler(wl.dataset.get("partition"), task.train, wl.batch_size, rank if rank < world else 0,
                             world, run.seed)
@@ -233,11 +235,11 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
     ckpt_path = ckpt_dir / f"rank{rank}.pt" if ckpt_dir else None
     state, note = _load_checkpoint(ckpt_path, model, h, device) if ckpt_path is not None else (None, None)
     found = state["epoch"] if state is not None else -1
-    discarded = _gather_notes(note, comm.backend)
+    discarded = _gather_notes(note, ctl)
     for n in discarded:
         if rank == 0:
             print(f"WARNING: checkpoint {n}; every rank starts this run from scratch", file=sys.stderr, flush=True)
-    agreed = _agree(found, comm.backend)
+    agreed = _agree(found, ctl)
     if agreed is None and rank == 0:
         print("WARNING: the ranks' checkpoints are of different epochs (an asynchronous run killed between "
               "two ranks' checkpoints); every rank starts this run from scratch", file=sys.stderr, flush=True)
@@ -269,7 +271,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             rec = {**comm.pop_counters().as_metrics(), **extra, "time/wall_s": comm.clock.now() - t_start}
             writer.write("epoch", epoch, (epoch + 1) * steps_per_epoch, rec)
             writer.flush()
-            _check_divergence(None, comm.backend)  # the workers' verdict: leave with them
+            _check_divergence(None, ctl)  # the workers' verdict: leave with them
             save_checkpoint(epoch, rec["time/wall_s"])
 
         comm.pop_counters()
@@ -293,7 +295,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
     # which steps this worker takes (impls.runtime.steps); asynchronous schedules allow no
     # per-epoch collective and drain the algorithm before the final evaluation
     schedule = STEP_SCHEDULES.get(algo.step_schedule)(
-        comm.backend, f"distrepro/steps/{h}/{run_id}", task.train, sampler, steps_per_epoch, world, start_epoch,
+        ctl, f"distrepro/steps/{h}/{run_id}", task.train, sampler, steps_per_epoch, world, start_epoch,
         wl.loader_workers, device)
     barrier_free, closed = not schedule.per_epoch_collectives, False
     clock = comm.clock
@@ -353,7 +355,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             first_bad = f"epoch {epoch}: non-finite parameters"
         if not barrier_free or closed:  # barrier-free ranks agree once, after the last epoch
             try:
-                _check_divergence(first_bad, comm.backend)  # never checkpoint a diverged model
+                _check_divergence(first_bad, ctl)  # never checkpoint a diverged model
             except DivergedError:
                 if not closed:  # every rank is here: drain in-flight messages before the next run
                     algo.close()

@@ -23,12 +23,8 @@ logging.basicConfig(filename=log, filemode="w", level=logging.INFO, format="%(as
 spec = simbench.bench_spec("sim_scale", sm.params.spec)
 workload = simbench.merged(simbench.TINY_WORKLOAD, spec["workload"])
 note = ("one epoch of the digits MLP stand-in (batch 1) under profile {profile} on {platform}; "
-        "wall_s includes the process start (~3 s: imports); platform small_allreduce_bytes "
-        "{small} so that the runtime's control flags, which the trainer sends through the algorithm's "
-        "scaled group (~85-170 KB each under a paper profile), take recursive doubling instead of the "
-        "ring's 2(n-1) rounds; the model's all-reduce still takes the ring").format(
-    profile=simbench.platform_label(spec["profile"]), platform=simbench.platform_label(spec["platform"]),
-    small=spec["platform"].get("small_allreduce_bytes") if isinstance(spec["platform"], dict) else "default")
+        "wall_s includes the process start (~3 s: imports)").format(
+    profile=simbench.platform_label(spec["profile"]), platform=simbench.platform_label(spec["platform"]))
 rows = []
 with tempfile.TemporaryDirectory() as tmp:
     for method, algorithm in spec["methods"].items():

@@ -79,11 +79,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "nodes": [16, 64, 256],
         "methods": {"allreduce_sgd": "allreduce_sgd", "sgp": SGP_1PEER},
         "profile": "resnet50_v100x8",
-        # small_allreduce_bytes 1 MB: the runtime's control flags (which the trainer scales
-        # to the paper's model size, ~85-170 KB, see sim_scale.csv's note) take recursive
-        # doubling, as the simulator documents for control traffic; the 102 MB model
-        # all-reduce still takes the ring
-        "platform": {"name": "ethernet_10g", "small_allreduce_bytes": 1_000_000},
+        "platform": "ethernet_10g",
         # batch 1 x 4 steps: 1,438 digits training samples give every worker 4 steps up to 359 workers
         "workload": {"batch_size": 1, "max_steps_per_epoch": 4},
         "timeout_s": 900,
@@ -117,8 +113,7 @@ def run_config(algorithm: str | Mapping[str, Any], nodes: int, workload: Mapping
     keys (``backend``, ``platform``, ``profile``)."""
     algo = {"name": algorithm} if isinstance(algorithm, str) else copy.deepcopy(dict(algorithm))
     cfg = {"experiment": experiment, "method": algo["name"], "nodes": nodes, "seed": seed, "algorithm": algo,
-           "workload": copy.deepcopy(dict(workload)), "straggler_name": "none", "straggler": {"kind": "none"},
-           "network": "none"}
+           "workload": copy.deepcopy(dict(workload)), "straggler_name": "none", "straggler": {"kind": "none"}}
     cfg.update(copy.deepcopy(over))
     return cfg
 

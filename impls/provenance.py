@@ -1,4 +1,4 @@
-"""Provenance of a run: code version, package versions, host, time."""
+"""Provenance of a run: code version, package versions, host, time, and where each rank ran."""
 
 from __future__ import annotations
 
@@ -56,3 +56,37 @@ def provenance(cfg: dict[str, Any], extra: dict[str, Any] | None = None) -> dict
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **(extra or {}),
     }
+
+
+# what torchrun and Slurm tell a process about its place in the launch
+TORCHRUN_ENV = {"local_rank": "LOCAL_RANK", "node_rank": "GROUP_RANK", "local_world_size": "LOCAL_WORLD_SIZE"}
+SLURM_ENV = {"job_id": "SLURM_JOB_ID", "step_id": "SLURM_STEP_ID", "task": "SLURM_PROCID", "tasks": "SLURM_NTASKS",
+             "node_id": "SLURM_NODEID", "nodes": "SLURM_NNODES", "node": "SLURMD_NODENAME",
+             "nodelist": "SLURM_JOB_NODELIST"}
+
+
+def placement(rank: int) -> dict[str, Any]:
+    """This process's place: rank, host, pid, torchrun's node rank (``GROUP_RANK``) and local
+    rank, and under Slurm its job, step, task and node (``slurm``)."""
+    env = os.environ
+    out: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "pid": os.getpid()}
+    for key, var in TORCHRUN_ENV.items():
+        if env.get(var, "").isdigit():
+            out[key] = int(env[var])
+    if "CUDA_VISIBLE_DEVICES" in env:
+        out["cuda_visible_devices"] = env["CUDA_VISIBLE_DEVICES"]
+    slurm = {k: int(env[v]) if env[v].isdigit() else env[v] for k, v in SLURM_ENV.items() if v in env}
+    if slurm:
+        out["slurm"] = slurm
+    return out
+
+
+def rank_map(backend: Any) -> list[dict[str, Any]]:
+    """Every rank's :func:`placement`, in rank order, on every rank (call it on all ranks).
+
+    Real ranks gather it (one ``all_gather_object``); simulated ranks share one process
+    (``backend.name == "simgrid"``), which is recorded once, unchanged by the simulation."""
+    me = placement(backend.rank)
+    if backend.world == 1 or backend.name == "simgrid":
+        return [me]
+    return list(backend.all_gather_object(me))

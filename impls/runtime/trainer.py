@@ -29,7 +29,7 @@ from ..data.sampler import build_sampler
 from ..errors import ConfigError, DivergedError
 from ..metrics import MetricsWriter
 from ..protocol import Context
-from ..provenance import config_hash, provenance
+from ..provenance import config_hash, provenance, rank_map
 from ..runconfig import resolve
 from ..straggler import StragglerModel, straggler_config
 from ..protocol import ServeContext, StepContext
@@ -178,11 +178,12 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
     algo = res.algorithm_cls(res.algorithm, Context(rank, workers, comm, res.optim, run.seed, device, tuple(roles)))
     algo.setup(model)
     h = config_hash(raw)
+    ranks = rank_map(backend)  # where each rank ran (host, torchrun node, Slurm task)
     if rank == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "config.json").write_text(json.dumps(raw, indent=2, sort_keys=True))
         (out_dir / "provenance.json").write_text(json.dumps(provenance(raw, {
-            "world": backend.world, "roles": roles, "backend": backend.name,
+            "world": backend.world, "roles": roles, "backend": backend.name, "ranks": ranks,
             "device": str(device), "time": clock.describe()}), indent=2))
     _run_loop(res, algo, model, task, comm, wgroup, straggler, rank, workers, device, out_dir,
               Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h, backend.next_run_id(), backend)

@@ -37,6 +37,18 @@ include: "workflows/rules/bench.smk"
 report: "workflows/report/workflow.rst"
 
 
+# On a cluster (--profile workflows/profiles/slurm) only training is submitted; tables,
+# claims, figures and the report are made on the submitting machine.
+localrules:
+    all,
+    collect,
+    compare,
+    plot,
+    report,
+    bench,
+    bench_step_time,
+
+
 rule all:
     input:
         "reports/index.html",
@@ -44,6 +56,7 @@ rule all:
 
 
 onstart:
+    check_executor(workflow.executor_plugin.name)  # launcher.kind matches the profile
     record_pipeline_start()
 
 

@@ -2,11 +2,14 @@
 import os
 import sys
 import time
+from functools import lru_cache
+from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from distrepro_wf import config as wfconfig
+from distrepro_wf import launch as wflaunch
 from distrepro_wf.runs import launch_retry_token
 from distrepro_wf.timing import append_pipeline_row
 from impls.errors import ConfigError
@@ -30,8 +33,9 @@ except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 validate(config, "../schemas/config.schema.yaml")
 
-for warning in wfconfig.oversubscription_warnings(RUNS, os.cpu_count() or 1, config=config):
-    print(f"WARNING: {warning}", file=sys.stderr)
+if config.get("launcher", {}).get("kind", "local") != "slurm":  # Slurm jobs get the CPUs they ask for
+    for warning in wfconfig.oversubscription_warnings(RUNS, os.cpu_count() or 1, config=config):
+        print(f"WARNING: {warning}", file=sys.stderr)
 
 EXPERIMENTS = sorted({r.experiment for r in RUNS})
 _T0 = {}
@@ -71,11 +75,49 @@ def launches(experiment):
                                                                            if r.experiment == experiment})]
 
 
+LAUNCHER = config.get("launcher", {})
+
+
+@lru_cache(maxsize=None)
+def _train_resources(experiment, nodes):
+    members = group_members(SimpleNamespace(experiment=experiment, nodes=nodes))
+    return wflaunch.job_resources([wflaunch.launch_world(c) for c in members.values()], LAUNCHER)
+
+
+def _train_resource(key):
+    return lambda wc: _train_resources(wc.experiment, wc.nodes).get(key)
+
+
+# Slurm resources of each train job (launcher.kind: slurm; distrepro_wf.launch.job_resources);
+# every launch must fit the layout (its ranks split evenly over the hosts it needs)
+TRAIN_SLURM_RESOURCES = {}
+if LAUNCHER.get("kind") == "slurm":
+    TRAIN_SLURM_RESOURCES = {k: _train_resource(k) for k in wflaunch.RESOURCE_KEYS}
+    try:
+        wflaunch.check_layouts([w for w in (wflaunch.launch_world(wfconfig.run_config(config, r)) for r in RUNS)
+                                if w is not None], LAUNCHER)
+    except ValueError as e:
+        raise WorkflowError(f"invalid configuration: {e}") from None
+
+
+def check_executor(name):
+    """Under the Slurm executor the train jobs are sized by launcher.kind: slurm; with kind
+    local every group would be a one-node job of default size."""
+    if name == "slurm" and LAUNCHER.get("kind", "local") != "slurm":
+        raise WorkflowError(f"invalid configuration: launcher.kind: {LAUNCHER.get('kind', 'local')!r} under the "
+                            "Slurm executor (--profile workflows/profiles/slurm); set launcher.kind: slurm, with "
+                            "gpus_per_node, backend, cpus_per_rank and mem_mb_per_rank, so that each train job asks "
+                            "for the nodes it needs")
+
+
 def record_pipeline_start():
     _T0["t"] = time.time()
 
 
 def record_pipeline_end(status):
+    try:
+        cores = workflow.cores
+    except WorkflowError:  # a cluster executor (Slurm profile) has no local core count
+        cores = ""
     if "t" in _T0:
-        append_pipeline_row("results/bench/pipeline_wall.csv", _T0["t"], time.time(), status,
-                            workflow.cores, len(RUNS))
+        append_pipeline_row("results/bench/pipeline_wall.csv", _T0["t"], time.time(), status, cores, len(RUNS))

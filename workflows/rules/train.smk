@@ -5,7 +5,15 @@
 # failed, with its kind) so tables and report list it; it never enters a table.  The retry
 # token (distrepro_wf/runs.py) makes the next invocation retry a group with a crashed,
 # timed-out, not-started or damaged run; a config error or divergence waits for a new config.
-# launcher.timeout_s is per run; the job's runtime (Slurm) allows it for every member.
+# launcher.timeout_s is per run; the job's runtime (Slurm) allows it for every member, times
+# the attempt (a job Slurm killed at its time limit gets twice as long when retried).
+#
+# Under the Slurm profile each train job is one Slurm job sized by its launch
+# (distrepro_wf.launch.job_resources, from the config's launcher section): nodes, tasks,
+# cpus_per_task, mem_mb and GPUs; a simulated group is one task sized by memory.  Site
+# settings (partition, account) come from the profile; any resource can be overridden on
+# the command line (--set-resources train:mem_mb=64000).  Aggregation and report rules
+# run on the submitting machine (localrules, Snakefile).
 
 
 rule train:
@@ -15,12 +23,13 @@ rule train:
         "results/logs/train/{experiment}/n{nodes}.log",
     params:
         members=group_members,
-        launcher=config.get("launcher", {}),
+        launcher=LAUNCHER,
         retry=retry_token,
     threads: group_processes  # one core per rank (a simulation: one); scaled down to --cores
     resources:
         ranks=group_processes,
-        runtime=lambda wc: len(group_members(wc)) * int(config.get("launcher", {}).get("timeout_s", 3600)) // 60
-        + 5,
+        runtime=lambda wc, attempt: attempt
+        * (len(group_members(wc)) * int(LAUNCHER.get("timeout_s", 3600)) // 60 + 5),
+        **TRAIN_SLURM_RESOURCES,  # common.smk
     script:
         "../scripts/train.py"

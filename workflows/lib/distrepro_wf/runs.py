@@ -81,7 +81,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .launch import torchrun_command
+from .launch import launch_world, torchrun_command
 
 KINDS = ("config", "diverged", "crashed", "timeout", "not_started", "damaged")
 DETERMINISTIC = ("config", "diverged")  # not retried while the config is unchanged
@@ -421,22 +421,16 @@ def classify_failure(attempt: Path, rc: int, timed_out: bool, earlier_failed: bo
 
 def _launches(todo: list[dict[str, Any]]) -> list[tuple[int | None, list[dict[str, Any]]]]:
     """The processes to start: one torchrun per number of processes the members need
-    (workers + other roles), and one process per simulated member (world ``None``).
-    A config the runtime will refuse runs with its workers alone (it fails there, named)."""
-    from impls.errors import ConfigError
-    from impls.runconfig import world_size
-
+    (workers + other roles, :func:`distrepro_wf.launch.launch_world`), and one process per
+    simulated member (world ``None``)."""
     by_world: dict[int, list[dict[str, Any]]] = {}
     sims = []
     for m in todo:
-        if m["cfg"].get("backend") == "simgrid":
+        world = launch_world(m["cfg"])
+        if world is None:
             sims.append((None, [m]))
-            continue
-        try:
-            world = world_size(m["cfg"])
-        except ConfigError:
-            world = int(m["cfg"]["nodes"])
-        by_world.setdefault(world, []).append(m)
+        else:
+            by_world.setdefault(world, []).append(m)
     return [*by_world.items(), *sims]
 
 

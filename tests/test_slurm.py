@@ -11,7 +11,8 @@ tasks on the one node (``launcher.emulate_nodes``: ``--nodes=1 --ntasks=<hosts>
 --overcommit``).  Each task runs its own torchrun, and they meet in a c10d rendezvous on
 the allocation's first node, exactly as on separate machines; only the host names are the
 same.  Here ``gpus_per_node: 2`` makes 4 ranks a 2-host job (2 tasks x 2 ranks), while 1
-and 2 ranks are single-host jobs (``torchrun --standalone`` inside the job).
+and 2 ranks are single-host jobs (``torchrun --standalone`` inside the job), and 8 nodes
+on the simulated platform one process: a one-task job sized by ``mem_mb_simulated``.
 
 Checked: the same grid, stragglers and seeds give the same losses and accuracies (every
 value of the collected tables, exactly) under both profiles; each job got the layout it
@@ -57,6 +58,10 @@ GRID = {
         # long enough after its first checkpoint to be killed
         "wide": {"title": "4 ranks: a 2-host job", "workload": "tiny", "nodes": [4], "stragglers": ["slow"],
                  "seeds": [1], "methods": {"allreduce_sgd": {}}},
+        # 8 virtual nodes on the simulated platform: one process, so a one-task job sized by memory
+        "sim": {"title": "8 simulated nodes: a one-task job", "workload": "tiny", "nodes": [8], "stragglers": ["none"],
+                "seeds": [1], "backend": "simgrid", "platform": "ethernet_10g", "profile": "resnet50_v100x8",
+                "methods": {"allreduce_sgd": {}}},
     },
     "workloads": {
         "tiny": {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]}, "batch_size": 16,
@@ -67,7 +72,7 @@ GRID = {
 }
 LOCAL = {**GRID, "launcher": {"kind": "local", "timeout_s": 300, "backend": "gloo"}}
 SLURM = {**GRID, "launcher": {"kind": "slurm", "timeout_s": 300, "gpus_per_node": 2, "emulate_nodes": True,
-                              "backend": "gloo", "mem_mb_per_rank": 400}}
+                              "backend": "gloo", "mem_mb_per_rank": 400, "mem_mb_simulated": 600}}
 # test speed only: the first status check after 1 s (the profile's 40 s suits a real cluster)
 SLURM_ARGS = ["--profile", str(ROOT / "workflows/profiles/slurm"), "--slurm-status-command", "squeue",
               "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1"]
@@ -89,10 +94,10 @@ def slurm(tmp_path_factory):
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    # 5 CPUs declared on this machine's 2 (the jobs below ask for 1 + 2 + 2): the three
+    # 6 CPUs declared on this machine's 2 (the jobs below ask for 1 + 2 + 2 + 1): the four
     # train jobs run side by side, as the local profile runs more ranks than cores
     env = {**os.environ, "DISTREPRO_SLURM_DIR": str(tmp_path_factory.mktemp("slurm-local")),
-           "DISTREPRO_SLURM_CPUS": "5"}
+           "DISTREPRO_SLURM_CPUS": "6"}
     start = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True, env=env, timeout=600)
     try:
         assert start.returncode == 0, start.stdout + start.stderr
@@ -216,6 +221,7 @@ def test_pipeline_on_slurm_equals_local_and_survives_a_killed_job(slurm, tmp_pat
     assert not (s / "results/launches/wide/n4.json").exists()
     assert not (s / "results/tables/wide").exists()
     assert sorted(pd.read_csv(s / "results/tables/pair/runs.csv")["nodes"]) == [1, 1, 2]
+    assert list(pd.read_csv(s / "results/tables/sim/runs.csv")["nodes"]) == [8]
     assert (wide / "checkpoint").is_dir()
     # 2. the same command (with the profile's one retry) resumes the killed run from its checkpoint
     rc, out = finish(snakemake(s, SLURM, *SLURM_ARGS, env=slurm))
@@ -229,7 +235,7 @@ def test_pipeline_on_slurm_equals_local_and_survives_a_killed_job(slurm, tmp_pat
     assert rc == 0, out_local[-5000:]
     # 3. same seeds, same numbers: every loss and accuracy of both tables
     got, want = tables(s), tables(tmp_path / "local")
-    assert len(got["runs"]) == 4 and len(got["epochs"]) == 4 * 3
+    assert len(got["runs"]) == 5 and len(got["epochs"]) == 5 * 3
     for name in ("runs", "epochs"):
         assert any(c.startswith(("final_", "loss/", "acc/")) for c in got[name].columns), got[name].columns
         pd.testing.assert_frame_equal(got[name], want[name], check_exact=True)
@@ -239,6 +245,7 @@ def test_pipeline_on_slurm_equals_local_and_survives_a_killed_job(slurm, tmp_pat
     j = JOB_MEM_MB  # memory per node beside the ranks
     assert layout == {"pair_1": ("1", "1", "1", f"{j + 400}M", "COMPLETED"),  # allreduce_sgd and serial_sgd, 1 rank
                       "pair_2": ("1", "1", "2", f"{j + 800}M", "COMPLETED"),  # 2 ranks, one host
+                      "sim_8": ("1", "1", "1", f"{j + 600}M", "COMPLETED"),  # 8 simulated nodes: one process
                       "wide_4": ("1", "2", "2", f"{2 * (j + 800)}M", "CANCELLED"),  # 2 hosts x 2 ranks, emulated
                       "wide_4 again": ("1", "2", "2", f"{2 * (j + 800)}M", "COMPLETED")}, layout
     # ... the launch command, and where each rank ran: 2 tasks (the emulated hosts) of 2 ranks
@@ -255,4 +262,8 @@ def test_pipeline_on_slurm_equals_local_and_survives_a_killed_job(slurm, tmp_pat
         assert [(r["node_rank"], r["local_rank"], r["slurm"]["tasks"]) for r in rs] == [(0, i, 1) for i in range(nodes)]
         assert all("slurm" not in r for r in ranks(tmp_path / "local", "pair", method, nodes, "none"))
     assert " -m torch.distributed.run --standalone --nproc-per-node=2 " in (s / "results/logs/train/pair/n2.log").read_text()
+    # the simulation: one process in one task, whatever its 8 virtual nodes
+    assert " -m impls.sim --config " in (s / "results/logs/train/sim/n8.log").read_text()
+    rs = ranks(s, "sim", "allreduce_sgd", 8, "none")
+    assert len(rs) == 1 and rs[0]["slurm"]["tasks"] == 1
     print(f"slurm pipeline test: {time.time() - t0:.0f} s")

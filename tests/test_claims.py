@@ -74,6 +74,28 @@ def test_shipped_claims_name_known_metrics_and_sources():
     assert "d2_beats_dpsgd_labels" not in pub.not_configured  # configured: evaluated
 
 
+def test_every_claim_bearing_setting_runs_five_seeds_by_default():
+    """The shipped grid gives every relational claim at least one setting, and every side of every
+    such setting >= 5 seeds (a claim judged on fewer than 3 is provisional); trimming the grid for
+    time must drop settings, not seeds."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    pub = wfpublished.load(cfg)
+    checked = 0
+    for c in pub.claims:
+        if c["id"] in pub.not_configured or c["compare"] == "absolute":
+            continue
+        grid = wfclaims._grid(cfg, c["experiment"])
+        settings = wfclaims._settings(c, grid)
+        assert settings, f"{c['id']}: no configured setting"
+        for nodes, straggler in settings:
+            for side in ("a", "b"):
+                if side in c:
+                    seeds = set(wfclaims._select(grid, c[side], nodes, straggler)["seed"])
+                    assert len(seeds) >= 5, (c["id"], side, nodes, straggler, sorted(seeds))
+                    checked += 1
+    assert checked >= 20
+
+
 def test_unknown_metric_is_an_error_even_for_unconfigured_experiments(tmp_path):
     d = _published_with(tmp_path, [claim(experiment="not_there_yet", metric="top1")])
     with pytest.raises(ConfigError) as e:
@@ -401,7 +423,8 @@ def test_a_two_seed_claim_is_provisional_and_never_reproduced(tmp_path):
     r = res.iloc[0]
     assert (r["status"], r["provisional"], r["ci_low"], r["ci_high"]) == (
         "reproduced", "yes", pytest.approx(0.5), pytest.approx(0.5))
-    assert r["reason"] == "provisional: 2 seeds a side, fewer than 3"
+    assert r["reason"] == ("provisional: 2 seeds a side, fewer than 3; zero spread: every seed gives the same "
+                           "value, the interval is the point")
     s = wfclaims.summarize(res)
     assert s[["status", "provisional", "shown", "provisional_settings"]].values.tolist() == [
         ["reproduced", "yes", "provisional", 1]]
@@ -543,10 +566,12 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
         "setting": "n=4, none", "status": "reproduced", "measured": "92 %", "ci": "[87.03, 96.97] one-sample t, df 2",
         "p_better": "", "p_pass": "0.987", "seeds": "3", "published": "93 n", "gap": "-1", "expected": "a >= 85"}
     assert {k: cell["z"][k] for k in ("status", "measured", "ci", "p_better", "p_pass")} == {
-        "status": "not reproduced", "measured": "0.3 x", "ci": "[0.3, 0.3] paired t (log ratio), df 2",
+        "status": "not reproduced zero spread: every seed gives the same value, the interval is the point",
+        "measured": "0.3 x", "ci": "[0.3, 0.3] paired t (log ratio), df 2",
         "p_better": "1 3/3 seeds", "p_pass": "0"}  # the same ratio at every seed: zero spread
     # 2 seeds of dpsgd against 3 of allreduce_sgd (unpaired): provisional, whatever its interval says
-    assert cell["p"]["status"] == ("provisional provisional: 2 seeds on the smaller side, fewer than 3; the "
+    assert cell["p"]["status"] == ("provisional provisional: 2 seeds on the smaller side, fewer than 3; zero "
+                                   "spread: every seed gives the same value, the interval is the point; the "
                                    "interval lies inside the pass region")
     assert (cell["p"]["ci"], cell["p"]["seeds"]) == ("[0.5, 0.5] Welch t (log ratio), df 3", "2 / 3")
     assert cell["f"]["status"] == ("not comparable every run failed: osgp at n=4, none: "

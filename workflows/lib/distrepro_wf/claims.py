@@ -275,6 +275,8 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
         if provisional:
             which = ("" if b is None else " a side" if sorted(a.index) == sorted(b.index) else " on the smaller side")
             notes.insert(0, f"provisional: {iv.n} seed{'s' if iv.n != 1 else ''}{which}, fewer than {MIN_SEEDS}")
+        if iv.se == 0 and iv.n >= 2:
+            notes.append("zero spread: every seed gives the same value, the interval is the point")
         r = pass_region(c["expect"])
         p_pass = (float(_passes(iv.estimate, c["expect"])) if iv.se == 0 else p_between(iv, r[0], r[2]))
         pub = (c.get("published") or {}).get("value")

@@ -5,6 +5,10 @@ with it.  Numbers are made up but shaped like real runs: it is the report's inpu
 Experiments: ``baseline`` (no paper -> harness page), ``sgp`` and ``sgp_sim`` (the SGP
 paper; the latter on the simulated platform, where the speed claims are judged), with
 failed runs, a method that never reaches the target, and a configured method with no runs.
+The SGP page's claims take every status the report shows: reproduced, not reproduced,
+inconclusive (per-seed times whose interval straddles the boundary: :data:`SEED_FACTOR`),
+provisional (OSGP on the simulated cluster: 2 completed seeds, the third failed) and not
+comparable.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ CONFIG: dict[str, Any] = {
         "sgp_sim": {"title": "SGP against AR-SGD on a simulated 10 GbE cluster", "paper": "SGP (Assran+ 2019)",
                     "workload": "digits_mlp", "backend": "simgrid", "platform": "ethernet_10g",
                     "profile": "resnet50_v100x8", "nodes": [4], "stragglers": ["none"], "seeds": [1, 2, 3],
-                    "methods": {"allreduce_sgd": {}, "dpsgd": {}, "sgp_1peer": {}, "osgp": {"seeds": [1, 2]}}},
+                    "methods": {"allreduce_sgd": {}, "dpsgd": {}, "sgp_1peer": {}, "osgp": {"seeds": [1, 2, 3]}}},
     },
     "workloads": {"digits_mlp": WORKLOAD},
     "stragglers": {"none": {"kind": "none"}, "slow1x4": {"kind": "fixed", "ranks": [-1], "factor": 4}},
@@ -55,19 +59,26 @@ SPEC = {
     ("sgp", "allreduce_sgd", 4, "none"): (0.50, 0.95, 4e5),
     ("sgp", "sgp_1peer", 4, "none"): (0.30, 0.945, 1e5),
     ("sgp", "sgp_2peer", 4, "none"): (0.35, 0.70, 2e5),  # never reaches the target 0.8
-    ("sgp", "dpsgd", 4, "none"): (0.60, 0.94, 2e5),      # slower than SGP: a "not reproduced" claim
-    # osgp is configured (seeds 1, 2) but has no completed run: seed 1 failed, seed 2 is in
-    # neither table (listed as missing); claims on it are "not comparable"
-    ("sgp_sim", "allreduce_sgd", 4, "none"): (0.50, 0.95, 4e5),
+    ("sgp", "dpsgd", 4, "none"): (0.60, 0.94, 2e5),
+    # sgp's osgp is configured (seeds 1, 2) but has no completed run: seed 1 failed, seed 2 is
+    # in neither table (listed as missing)
+    ("sgp_sim", "allreduce_sgd", 4, "none"): (0.50, 0.95, 4e5),  # SGP faster: "reproduced"
     ("sgp_sim", "sgp_1peer", 4, "none"): (0.30, 0.945, 1e5),
-    ("sgp_sim", "dpsgd", 4, "none"): (0.60, 0.94, 2e5),  # slower than SGP: a "not reproduced" claim
+    ("sgp_sim", "dpsgd", 4, "none"): (0.60, 0.94, 2e5),  # per seed, see SEED_FACTOR: "inconclusive"
+    # seed 1 failed, seeds 2 and 3 faster than SGP: an interval inside the pass region on 2
+    # seeds, so "provisional", never "reproduced"
+    ("sgp_sim", "osgp", 4, "none"): (0.24, 0.945, 1e5),
 }
+# (experiment, method, nodes, straggler) -> {seed: factor on the time per epoch}: D-PSGD's time
+# differs so much between seeds that the SGP/D-PSGD ratios (0.91, 0.45, 0.63) straddle 1.05
+SEED_FACTOR = {("sgp_sim", "dpsgd", 4, "none"): {1: 0.55, 2: 1.1, 3: 0.8}}
 FAILED = [("sgp", "osgp", 4, "none", 1), ("sgp_sim", "osgp", 4, "none", 1)]
 
 
 def _epochs(key: tuple, seed: int) -> pd.DataFrame:
     e, m, n, s = key
     t, acc, nbytes = SPEC[key]
+    t *= SEED_FACTOR.get(key, {}).get(seed, 1.0)
     rng = np.random.default_rng(zlib.crc32(f"{e}/{m}/{n}/{s}/{seed}".encode()))
     k = WORKLOAD["epochs"]
     ep = np.arange(k)
@@ -91,7 +102,9 @@ def build_tables(tables_dir: Path, config: dict[str, Any] = CONFIG) -> None:
         for key in SPEC:
             if key[0] != e:
                 continue
-            for seed in exp["seeds"]:
+            for seed in (exp["methods"][key[1]] or {}).get("seeds", exp["seeds"]):
+                if (*key, seed) in FAILED:
+                    continue
                 t = _epochs(key, seed)
                 epochs.append(t)
                 info = dict(zip(KEYS, (e, key[1], key[2], key[3], seed))) | {

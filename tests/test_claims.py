@@ -1,10 +1,9 @@
-"""Claims: validation at pipeline start, evaluation (statuses, statistics, bootstrap CI over seeds)
+"""Claims: validation at pipeline start, evaluation (statuses, t intervals over seeds, P(A beats B))
 and the rule that missing results are never "reproduced"."""
 
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 import shutil
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from scipy import stats as scipy_stats
 
 import report_fixture as rf
 from distrepro_wf import claims as wfclaims
@@ -72,6 +72,28 @@ def test_shipped_claims_name_known_metrics_and_sources():
     # experiments not configured yet are "not comparable", not errors
     assert pub.not_configured["signum_mv_32x_fewer_bytes"] == "experiment 'signsgd' not in config"
     assert "d2_beats_dpsgd_labels" not in pub.not_configured  # configured: evaluated
+
+
+def test_every_claim_bearing_setting_runs_five_seeds_by_default():
+    """The shipped grid gives every relational claim at least one setting, and every side of every
+    such setting >= 5 seeds (a claim judged on fewer than 3 is provisional); trimming the grid for
+    time must drop settings, not seeds."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    pub = wfpublished.load(cfg)
+    checked = 0
+    for c in pub.claims:
+        if c["id"] in pub.not_configured or c["compare"] == "absolute":
+            continue
+        grid = wfclaims._grid(cfg, c["experiment"])
+        settings = wfclaims._settings(c, grid)
+        assert settings, f"{c['id']}: no configured setting"
+        for nodes, straggler in settings:
+            for side in ("a", "b"):
+                if side in c:
+                    seeds = set(wfclaims._select(grid, c[side], nodes, straggler)["seed"])
+                    assert len(seeds) >= 5, (c["id"], side, nodes, straggler, sorted(seeds))
+                    checked += 1
+    assert checked >= 20
 
 
 def test_unknown_metric_is_an_error_even_for_unconfigured_experiments(tmp_path):
@@ -164,35 +186,161 @@ def test_duplicate_claim_id(tmp_path):
 
 # ------------------------------------------------------------------ evaluation
 
+# Student t quantiles t_{0.975, df} in closed form (not from scipy) for the hand computations below:
+# df 2: t = (2p - 1) sqrt(2 / a); df 4: t = 2 sqrt(cos(arccos(sqrt(a)) / 3) / sqrt(a) - 1), a = 4p(1 - p)
+_A = 4 * 0.975 * 0.025
+T975 = {2: 0.95 * math.sqrt(2 / _A), 4: 2 * math.sqrt(math.cos(math.acos(math.sqrt(_A)) / 3) / math.sqrt(_A) - 1)}
+
+
+def _seeds(*values: float, start: int = 1) -> pd.Series:
+    return pd.Series(values, index=range(start, start + len(values)), dtype=float)
+
+
+def _cfg_seeds(seeds: list[int]) -> dict:
+    cfg = copy.deepcopy(rf.CONFIG)
+    cfg["experiments"]["sgp"]["seeds"] = seeds
+    return cfg
+
 
 def test_ratio_statuses_and_statistics(tmp_path):
+    """3 seeds paired by seed: the estimate is the geometric mean of the per-seed ratios, the
+    interval a paired t on the log-ratios; a ratio and its inverse get mirrored intervals."""
     runs = runs_table([("sgp_1peer", 4, "none", s, t, 0.9) for s, t in ((1, 0.30), (2, 0.32), (3, 0.34))]
                       + [("allreduce_sgd", 4, "none", s, t, 0.9) for s, t in ((1, 0.50), (2, 0.52), (3, 0.54))])
     res = evaluate(tmp_path, [claim(published={"value": 0.724, "note": "n"}),
                               claim(id="c2", a={"method": "allreduce_sgd"}, b={"method": "sgp_1peer"})], runs)
     r1, r2 = res.iloc[0], res.iloc[1]
     assert r1["status"] == "reproduced" and r2["status"] == "not reproduced"
-    assert r1["measured"] == pytest.approx(0.32 / 0.52, abs=1e-12)
-    assert r1["gap"] == pytest.approx(0.32 / 0.52 - 0.724, abs=1e-12)
+    gm = math.exp(np.mean(np.log([0.30 / 0.50, 0.32 / 0.52, 0.34 / 0.54])))
+    assert r1["measured"] == pytest.approx(gm, abs=1e-12)
+    assert r1["gap"] == pytest.approx(gm - 0.724, abs=1e-12)
     assert (r1["nodes"], r1["straggler"], r1["seeds_a"], r1["seeds_b"]) == (4, "none", 3, 3)
-    assert r1["ci_low"] <= r1["measured"] <= r1["ci_high"] and r1["robust"] == "yes"
-    assert r2["measured"] == pytest.approx(0.52 / 0.32, abs=1e-12)
+    assert (r1["interval"], r1["df"], r1["provisional"], r1["wins"]) == ("paired t (log ratio)", 2.0, "", "3/3")
+    assert r1["ci_low"] < r1["measured"] < r1["ci_high"] < 1
+    assert r2["measured"] == pytest.approx(1 / gm, abs=1e-12)
+    assert (r2["ci_low"], r2["ci_high"]) == pytest.approx((1 / r1["ci_high"], 1 / r1["ci_low"]), rel=1e-12)
+    # a beats b: sgp_1peer's time is lower at every seed; b's beating a is the complement
+    assert r1["p_a_beats_b"] > 0.99 and r2["p_a_beats_b"] == pytest.approx(1 - r1["p_a_beats_b"], abs=1e-12)
+    assert r1["p_pass"] == pytest.approx(r1["p_a_beats_b"], abs=1e-12)  # pass region a/b < 1: the same event
+
+
+def test_paired_t_interval_equals_a_hand_computation():
+    """Differences 1..5 over 5 seeds: mean 3, sd sqrt(2.5), se sqrt(0.5), df 4, half-width
+    t_{0.975,4} * sqrt(0.5); a ratio: the same on the log-ratios, exponentiated back."""
+    b = _seeds(10.0, 20.0, 30.0, 40.0, 50.0)
+    a = b + _seeds(1.0, 2.0, 3.0, 4.0, 5.0)
+    half = T975[4] * math.sqrt(0.5)
+    iv = wfstats.interval("difference", a, b, higher_is_better=True)
+    assert (iv.method, iv.n, iv.df) == ("paired t", 5, 4.0)
+    assert (iv.estimate, iv.low, iv.high) == pytest.approx((3.0, 3.0 - half, 3.0 + half), abs=1e-12)
+    assert (iv.low, iv.high) == pytest.approx((1.036757, 4.963243), abs=1e-6)  # 3 -+ 2.776445 * 0.707107
+    # ratio: log(a_s / b_s) = d_s / 10
+    ra = b * np.exp(_seeds(1.0, 2.0, 3.0, 4.0, 5.0) / 10)
+    iv = wfstats.interval("ratio", ra, b, higher_is_better=False)
+    assert iv.method == "paired t (log ratio)"
+    assert (iv.estimate, iv.low, iv.high) == pytest.approx(
+        (math.exp(0.3), math.exp(0.3 - half / 10), math.exp(0.3 + half / 10)), rel=1e-12)
+    # the same as scipy's paired test (an independent implementation)
+    ci = scipy_stats.ttest_rel(np.log(ra), np.log(b)).confidence_interval(0.95)
+    assert (math.log(iv.low), math.log(iv.high)) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    # one sample (a value claim): 90, 92, 94 -> 92 +- t_{0.975,2} * 2 / sqrt(3)
+    iv = wfstats.interval("value", _seeds(90.0, 92.0, 94.0))
+    h = T975[2] * 2 / math.sqrt(3)
+    assert (iv.method, iv.estimate, iv.low, iv.high) == ("one-sample t", 92.0, pytest.approx(92 - h, abs=1e-12),
+                                                         pytest.approx(92 + h, abs=1e-12))
+
+
+def test_welch_interval_where_the_seeds_differ():
+    """Different seeds: Welch's t with Welch-Satterthwaite degrees of freedom, by hand and as scipy's."""
+    a, b = _seeds(1.0, 2.0, 3.0), _seeds(2.0, 4.0, 6.0, 8.0, start=4)
+    iv = wfstats.interval("difference", a, b, higher_is_better=True)
+    va, vb = 1.0 / 3, (20.0 / 3) / 4  # s^2 / n
+    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 3)
+    assert (iv.method, iv.n, iv.estimate, iv.se) == ("Welch t", 3, -3.0, pytest.approx(math.sqrt(2.0), abs=1e-12))
+    assert iv.df == pytest.approx(df, abs=1e-12) and iv.wins == ""
+    ci = scipy_stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert (iv.low, iv.high) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    # one seed on a side: Welch has no variance for it -> no interval
+    iv = wfstats.interval("difference", _seeds(1.0), b, higher_is_better=True)
+    assert iv.method == "" and math.isnan(iv.low) and iv.estimate == pytest.approx(1.0 - 5.0)
+
+
+def test_p_a_beats_b_on_a_hand_example():
+    """Accuracy differences a - b = -1, 2, 3, 4, 5 points (4 of 5 seeds won by a): mean 2.6, sd
+    sqrt(5.3), t = 2.6 / sqrt(5.3 / 5) on 4 degrees of freedom, where the t CDF has the closed form
+    F(t) = 1/2 + 3x/4 - x^3/4 with x = t / sqrt(t^2 + 4).  Lower is better for a time: the
+    same seeds as times give P = 1 - F."""
+    b = _seeds(90.0, 90.0, 90.0, 90.0, 90.0)
+    a = b + _seeds(-1.0, 2.0, 3.0, 4.0, 5.0)
+    t = 2.6 / math.sqrt(5.3 / 5)
+    x = t / math.sqrt(t * t + 4)
+    f = 0.5 + 0.75 * x - 0.25 * x ** 3
+    iv = wfstats.interval("difference", a, b, higher_is_better=True)
+    assert iv.p_a_beats_b == pytest.approx(f, abs=1e-12) and iv.wins == "4/5"
+    assert iv.p_a_beats_b == pytest.approx(0.96751, abs=1e-5)
+    iv = wfstats.interval("difference", a, b, higher_is_better=False)
+    assert iv.p_a_beats_b == pytest.approx(1 - f, abs=1e-12) and iv.wins == "1/5"
+    # zero spread (a deterministic statistic): the interval is the point, P is 1 or 0
+    iv = wfstats.interval("ratio", 2 * b, b, higher_is_better=False)
+    assert (iv.low, iv.estimate, iv.high, iv.se, iv.p_a_beats_b) == (pytest.approx(2.0), pytest.approx(2.0),
+                                                                   pytest.approx(2.0), 0.0, 0.0)
+
+
+def test_pass_region_and_verdict():
+    """reproduced: the interval inside the pass region; not reproduced: entirely outside;
+    inconclusive: it straddles a boundary (a between region's both boundaries included) or there
+    is no interval."""
+    lt = {"op": "<", "value": 1.0, "tolerance": 0.0}
+    le = {"op": "<=", "value": 1.0, "tolerance": 0.02}
+    between = {"op": "between", "value": [4.0, 8.0], "tolerance": 0.0}
+    within = {"op": "within", "value": 0.0, "tolerance": 1.5}
+    v = wfclaims.verdict
+    assert [v(0.5, 0.9, lt), v(1.1, 1.3, lt), v(0.9, 1.1, lt), v(0.5, 1.0, lt), v(1.0, 1.2, lt)] == [
+        "reproduced", "not reproduced", "inconclusive", "inconclusive", "not reproduced"]  # "<": 1 fails
+    assert [v(0.5, 1.02, le), v(1.02, 1.1, le), v(1.021, 1.1, le)] == [
+        "reproduced", "inconclusive", "not reproduced"]  # "<=" with tolerance: 1.02 passes
+    assert [v(4.0, 8.0, between), v(3.0, 9.0, between), v(8.5, 9.0, between), v(1.0, 3.9, between)] == [
+        "reproduced", "inconclusive", "not reproduced", "not reproduced"]
+    assert [v(-1.0, 1.5, within), v(-2.0, 2.0, within), v(1.6, 2.0, within)] == [
+        "reproduced", "inconclusive", "not reproduced"]
+    assert v(math.nan, math.nan, lt) == "inconclusive"
+
+
+def test_a_straddling_interval_is_inconclusive(tmp_path):
+    """5 seeds whose geometric-mean ratio is < 1 but whose interval reaches past 1: inconclusive,
+    neither reproduced nor not reproduced, with P(A beats B) and P(pass) between 0 and 1."""
+    ratios = (0.5, 1.3, 0.7, 1.1, 0.8)
+    runs = runs_table([("sgp_1peer", 4, "none", s, r, 0.9) for s, r in enumerate(ratios, 1)]
+                      + [("allreduce_sgd", 4, "none", s, 1.0, 0.9) for s in range(1, 6)])
+    r = evaluate(tmp_path, [claim()], runs, config=_cfg_seeds([1, 2, 3, 4, 5])).iloc[0]
+    assert r["measured"] < 1 < r["ci_high"] and r["ci_low"] < 1
+    assert (r["status"], r["provisional"], r["wins"]) == ("inconclusive", "", "3/5")
+    assert 0.5 < r["p_a_beats_b"] < 0.975 and r["p_pass"] == pytest.approx(r["p_a_beats_b"])
+    s = wfclaims.summarize(pd.DataFrame([r]))
+    assert s[["status", "provisional", "shown", "inconclusive"]].values.tolist() == [
+        ["inconclusive", "", "inconclusive", 1]]
 
 
 def test_difference_in_display_units_and_tolerance(tmp_path):
-    runs = runs_table([("sgp_1peer", 4, "none", s, 0.3, a) for s, a in ((1, 0.940), (2, 0.942))]
-                      + [("allreduce_sgd", 4, "none", s, 0.5, a) for s, a in ((1, 0.952), (2, 0.954))])
+    """Differences in points (-1.19, -1.2, -1.21, -1.2, -1.2): interval -1.2 +- 0.0088."""
+    accs = ((0.9419, 0.9538), (0.9420, 0.9540), (0.9421, 0.9542), (0.9422, 0.9542), (0.9423, 0.9543))
+    runs = runs_table([("sgp_1peer", 4, "none", s, 0.3, a) for s, (a, _) in enumerate(accs, 1)]
+                      + [("allreduce_sgd", 4, "none", s, 0.5, b) for s, (_, b) in enumerate(accs, 1)])
     base = {"metric": "final_acc", "compare": "difference"}
     res = evaluate(tmp_path, [
-        claim(**base, expect={"op": ">=", "value": -1.2, "tolerance": 0.0}),
+        claim(**base, expect={"op": ">=", "value": -1.25, "tolerance": 0.0}),
         claim(id="c2", **base, expect={"op": ">=", "value": -1.0, "tolerance": 0.0}),
         claim(id="c3", **base, expect={"op": ">=", "value": -1.0, "tolerance": 0.25}),
-        claim(id="c4", **base, expect={"op": "within", "value": 0.0, "tolerance": 1.2}),
+        claim(id="c4", **base, expect={"op": "within", "value": 0.0, "tolerance": 1.25}),
         claim(id="c5", **base, expect={"op": "between", "value": [-1.3, -1.1], "tolerance": 0.0}),
-    ], runs)
+        claim(id="c6", **base, expect={"op": ">=", "value": -1.2, "tolerance": 0.0}),
+    ], runs, config=_cfg_seeds([1, 2, 3, 4, 5]))
     assert res["measured"].iloc[0] == pytest.approx(-1.2, abs=1e-9)  # points, not fractions
     assert res["unit"].iloc[0] == "pt"
-    assert res["status"].tolist() == ["reproduced", "not reproduced", "reproduced", "reproduced", "reproduced"]
+    half = T975[4] * math.sqrt(0.00005 / 5)  # sd^2 = (0.01^2 + 0.01^2) / 4
+    assert (res["ci_low"].iloc[0], res["ci_high"].iloc[0]) == pytest.approx((-1.2 - half, -1.2 + half), abs=1e-9)
+    assert res["status"].tolist() == ["reproduced", "not reproduced", "reproduced", "reproduced", "reproduced",
+                                      "inconclusive"]
 
 
 def test_missing_results_are_never_reproduced(tmp_path):
@@ -223,8 +371,8 @@ def test_absolute_numbers_only_at_the_published_setting(tmp_path):
                expect={"op": "within", "value": 76.0, "tolerance": 0.5},
                published={"value": 76.0, "note": "SlowMo"}, sources=["slowmo_t1_ar_top1"])
     del ab["b"]
-    runs = runs_table([("allreduce_sgd", 32, "none", 1, 100.0, 0.9)])
-    runs["best_acc"] = [0.7580]
+    runs = runs_table([("allreduce_sgd", 32, "none", s, 100.0, 0.9) for s in (1, 2, 3)])
+    runs["best_acc"] = [0.7580, 0.7590, 0.7570]
     res = evaluate(tmp_path, [ab], runs)
     assert res["status"].iloc[0] == "not comparable"
     assert res["reason"].iloc[0].startswith("reduced scale: experiment 'sgp' runs workload 'digits_mlp'")
@@ -235,8 +383,16 @@ def test_absolute_numbers_only_at_the_published_setting(tmp_path):
     assert res["status"].iloc[0] == "not comparable" and "setting not run" in res["reason"].iloc[0]
     cfg["experiments"]["sgp"]["nodes"] = [32]
     res = evaluate(tmp_path / "c", [ab], runs, config=cfg)
-    assert res["status"].iloc[0] == "reproduced"
-    assert res["measured"].iloc[0] == pytest.approx(75.80) and res["gap"].iloc[0] == pytest.approx(-0.20)
+    r = res.iloc[0]
+    assert (r["status"], r["interval"], r["provisional"]) == ("reproduced", "one-sample t", "")
+    assert r["measured"] == pytest.approx(75.80) and r["gap"] == pytest.approx(-0.20)
+    half = T975[2] * 0.1 / math.sqrt(3)  # [75.55, 76.05] inside [75.5, 76.5]
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((75.8 - half, 75.8 + half), abs=1e-9)
+    # one seed: a point estimate and no interval: inconclusive and provisional, never reproduced
+    res = evaluate(tmp_path / "d", [ab], runs.iloc[:1], config=cfg)
+    r = res.iloc[0]
+    assert (r["status"], r["provisional"], r["measured"]) == ("inconclusive", "yes", pytest.approx(75.8))
+    assert r["reason"] == "provisional: 1 seed, fewer than 3; no interval: one seed"
 
 
 def test_selectors_fix_a_sides_setting(tmp_path):
@@ -247,51 +403,10 @@ def test_selectors_fix_a_sides_setting(tmp_path):
     c = claim(a={"method": "allreduce_sgd"}, b={"method": "allreduce_sgd", "straggler": "none"},
               where={"stragglers": ["slow1x4"]}, expect={"op": ">=", "value": 2.0, "tolerance": 0.0})
     res = evaluate(tmp_path, [c], runs, config=cfg)
-    assert res[["straggler", "status"]].values.tolist() == [["slow1x4", "reproduced"]]
+    assert res[["straggler", "status", "provisional"]].values.tolist() == [["slow1x4", "inconclusive", "yes"]]
     assert res["measured"].iloc[0] == pytest.approx(3.0)
     assert math.isnan(res["ci_low"].iloc[0])  # one seed: no interval
-
-
-def _seeds(*values: float, start: int = 1) -> pd.Series:
-    return pd.Series(values, index=range(start, start + len(values)), dtype=float)
-
-
-def test_bootstrap_ci_exact_where_the_extreme_resamples_are_frequent():
-    """With 2 or 3 seeds, resampling every seed from the same extreme one is frequent (1/4, 1/27 of
-    the resamples: ~500, ~74 of 2000, against the 50 that the 2.5th percentile needs), so the 95%
-    interval is exactly [statistic of the all-min resample, statistic of the all-max resample]."""
-    assert wfstats.bootstrap_ci("value", _seeds(0.0, 1.0, 2.0), None) == (0.0, 2.0)
-    # paired ratio: the resamples are a seed set's mean a / mean b: 0.5 / 1 ... 1.3 / 1
-    assert wfstats.bootstrap_ci("ratio", _seeds(0.5, 1.3), _seeds(1.0, 1.0)) == (0.5, 1.3)
-    # unpaired difference, 2 seeds a side: (min a - max b, max a - min b)
-    assert wfstats.bootstrap_ci("difference", _seeds(1.0, 2.0), _seeds(10.0, 14.0, start=5)) == (-13.0, -8.0)
-
-
-def test_bootstrap_ci_against_the_exact_bootstrap_distribution():
-    """4 seeds: the exact bootstrap distribution of the mean has 4^4 equally likely resamples; the
-    2000-resample percentiles lie within one step (0.25) of its 2.5% / 97.5% quantiles."""
-    vals = [1.0, 2.0, 3.0, 4.0]
-    means = np.sort([sum(r) / 4 for r in itertools.product(vals, repeat=4)])
-    lo_exact = means[math.ceil(0.025 * len(means)) - 1]  # smallest m with P(mean <= m) >= 2.5%
-    hi_exact = means[math.ceil(0.975 * len(means)) - 1]
-    assert (lo_exact, hi_exact) == (1.5, 3.5)
-    lo, hi = wfstats.bootstrap_ci("value", _seeds(*vals), None)
-    assert abs(lo - lo_exact) <= 0.25 and abs(hi - hi_exact) <= 0.25, (lo, hi)
-
-
-def test_bootstrap_ci_deterministic_numbers_and_degenerate_intervals():
-    """The report is deterministic: the fixed generator gives these exact numbers (N_BOOT=2000,
-    seed 0; a change of either, of the pairing or of the percentile rule changes them)."""
-    a, b = _seeds(0.31, 0.30, 0.36, 0.33), _seeds(0.52, 0.50, 0.55, 0.49)
-    assert wfstats.bootstrap_ci("ratio", a, b) == (0.5980392156862745, 0.6634615384615384)  # paired by seed
-    assert wfstats.bootstrap_ci("ratio", a, b.set_axis([5, 6, 7, 8])) == (0.5806337492391966, 0.6844660194174758)
-    # degenerate: every resample gives the same statistic
-    assert wfstats.bootstrap_ci("value", _seeds(7.0, 7.0, 7.0), None) == (7.0, 7.0)
-    assert wfstats.bootstrap_ci("difference", _seeds(1.0, 2.0, 3.0, 4.0), _seeds(11.0, 12.0, 13.0, 14.0)) == (
-        -10.0, -10.0)
-    assert wfstats.bootstrap_ci("ratio", 2 * b, b) == (2.0, 2.0)  # paired, a = 2 b seed by seed
-    # one seed: no interval
-    assert all(math.isnan(x) for x in wfstats.bootstrap_ci("value", _seeds(1.0), None))
+    assert res["reason"].iloc[0] == "provisional: 1 seed a side, fewer than 3; no interval: one seed a side"
 
 
 def _two_seed_runs(a_times: tuple[float, float], b_times: tuple[float, float]) -> pd.DataFrame:
@@ -299,44 +414,64 @@ def _two_seed_runs(a_times: tuple[float, float], b_times: tuple[float, float]) -
                       + [("allreduce_sgd", 4, "none", s, t, 0.9) for s, t in zip((1, 2), b_times)])
 
 
-def test_robust_no_when_the_interval_crosses_the_expectation(tmp_path):
-    """Mean ratio 0.9 < 1 (reproduced) but seed 2's ratio is 1.3: the exact interval [0.5, 1.3]
-    crosses 1, so the claim is not robust."""
-    res = evaluate(tmp_path, [claim(published={"value": 0.724, "note": "n"})], _two_seed_runs((0.5, 1.3), (1.0, 1.0)))
+def test_a_two_seed_claim_is_provisional_and_never_reproduced(tmp_path):
+    """a = b / 2 at both seeds: a deterministic ratio, its interval the point 0.5, inside the pass
+    region (status reproduced), but 2 seeds < 3: provisional, and the claim is shown as
+    provisional, never counted or coloured as reproduced (front page and paper page)."""
+    runs = _two_seed_runs((0.25, 0.30), (0.5, 0.6))
+    res = evaluate(tmp_path, [claim()], runs)
     r = res.iloc[0]
-    assert (r["status"], r["robust"], r["ci_low"], r["ci_high"]) == ("reproduced", "no", 0.5, 1.3)
-    assert r["measured"] == pytest.approx(0.9, abs=1e-15) and r["gap"] == pytest.approx(0.9 - 0.724, abs=1e-15)
+    assert (r["status"], r["provisional"], r["ci_low"], r["ci_high"]) == (
+        "reproduced", "yes", pytest.approx(0.5), pytest.approx(0.5))
+    assert r["reason"] == ("provisional: 2 seeds a side, fewer than 3; zero spread: every seed gives the same "
+                           "value, the interval is the point")
+    s = wfclaims.summarize(res)
+    assert s[["status", "provisional", "shown", "provisional_settings"]].values.tolist() == [
+        ["reproduced", "yes", "provisional", 1]]
+    assert wfclaims.shown_status("reproduced", "yes") == "provisional"
+    assert wfclaims.shown_status("not comparable", "yes") == "not comparable"
+    # a firm (non-provisional) failure at another setting decides: not reproduced, not provisional
+    firm = pd.concat([res, res.assign(nodes=8, status="not reproduced", provisional="")])
+    assert wfclaims.summarize(firm)[["status", "provisional", "shown"]].values.tolist() == [
+        ["not reproduced", "", "not reproduced"]]
 
 
-def test_ratio_with_a_zero_denominator(tmp_path):
-    """Mean b = 0: the statistic is undefined, the setting not comparable.  Mean b > 0 but some
-    seed's b = 0: measured is defined, the bootstrap resamples drawing only that seed divide by
-    zero, so there is no interval and the claim is not robust."""
+def test_ratio_needs_positive_values(tmp_path):
+    """A ratio is judged on log-ratios: a zero (or negative) value at any seed makes the statistic
+    undefined and the setting not comparable, naming the side and the seeds."""
     res = evaluate(tmp_path, [claim()], _two_seed_runs((0.5, 0.7), (0.0, 0.0)))
-    assert res[["status", "reason"]].values.tolist() == [["not comparable", "statistic undefined (division by zero)"]]
+    assert res[["status", "reason"]].values.tolist() == [[
+        "not comparable", "statistic undefined: a ratio needs positive values (b = allreduce_sgd is <= 0 at "
+                          "seed(s) 1, 2)"]]
     res = evaluate(tmp_path / "b", [claim()], _two_seed_runs((0.0, 0.0), (0.0, 0.0)))  # 0 / 0
     assert res["status"].tolist() == ["not comparable"]
     res = evaluate(tmp_path / "c", [claim()], _two_seed_runs((0.6, 0.6), (0.0, 2.0)))
     r = res.iloc[0]
-    assert (r["status"], r["measured"], r["robust"]) == ("reproduced", 0.6, "no")
-    assert math.isnan(r["ci_low"]) and math.isnan(r["ci_high"])
-    assert r["reason"] == "no confidence interval: the denominator's mean is 0 in some bootstrap resamples"
+    assert (r["status"], r["reason"]) == ("not comparable", "statistic undefined: a ratio needs positive values "
+                                                            "(b = allreduce_sgd is <= 0 at seed(s) 1)")
+    assert math.isnan(r["measured"]) and math.isnan(r["ci_low"])
 
 
 def test_compare_value_claim(tmp_path):
-    """compare: value is mean a in display units (percent), one side, gap to the published value."""
+    """compare: value is mean a in display units (percent), one side, one-sample t, gap to the
+    published value: 90, 92, 94 % -> 92 +- 4.97."""
     runs = runs_table([("sgp_2peer", 4, "none", s, 0.3, acc) for s, acc in ((1, 0.90), (2, 0.92), (3, 0.94))])
     c = claim(compare="value", metric="final_acc", a={"method": "sgp_2peer"},
-              expect={"op": ">=", "value": 91.0, "tolerance": 0.0}, published={"value": 93.0, "note": "n"})
+              expect={"op": ">=", "value": 85.0, "tolerance": 0.0}, published={"value": 93.0, "note": "n"})
     del c["b"]
-    c2 = dict(c, id="c2", expect={"op": ">=", "value": 93.0, "tolerance": 0.5})
-    res = evaluate(tmp_path, [c, c2], runs)
+    c2 = dict(c, id="c2", expect={"op": ">=", "value": 99.0, "tolerance": 0.5})
+    c3 = dict(c, id="c3", expect={"op": ">=", "value": 91.0, "tolerance": 0.0})
+    res = evaluate(tmp_path, [c, c2, c3], runs)
     r = res.iloc[0]
-    assert (r["status"], r["unit"], r["seeds_a"], r["seeds_b"], r["robust"]) == ("reproduced", "%", 3, 0, "no")
+    assert (r["status"], r["unit"], r["seeds_a"], r["seeds_b"], r["provisional"]) == ("reproduced", "%", 3, 0, "")
     assert r["measured"] == pytest.approx(92.0, abs=1e-12) and r["gap"] == pytest.approx(-1.0, abs=1e-12)
-    assert (r["ci_low"], r["ci_high"]) == pytest.approx((90.0, 94.0), abs=1e-12)  # 3 seeds: exact, see above
-    assert r["expected"] == "a >= 91"
-    assert res["status"].iloc[1] == "not reproduced" and res["expected"].iloc[1] == "a >= 93 (tolerance 0.5)"
+    h = T975[2] * 2 / math.sqrt(3)
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((92 - h, 92 + h), abs=1e-12)
+    assert math.isnan(r["p_a_beats_b"]) and r["wins"] == ""  # one side: nobody to beat
+    assert r["expected"] == "a >= 85"
+    assert res["status"].tolist() == ["reproduced", "not reproduced", "inconclusive"]
+    assert res["expected"].iloc[1] == "a >= 99 (tolerance 0.5)"
+    assert 0 < res["p_pass"].iloc[2] < 1 and res["p_pass"].iloc[1] < 0.025 < 0.975 < res["p_pass"].iloc[0]
 
 
 # ------------------------------------------------------------------ failed runs
@@ -365,15 +500,24 @@ def test_a_setting_whose_runs_all_failed_is_not_comparable_naming_the_failure(tm
 
 
 def test_a_setting_with_some_runs_failed_is_judged_on_the_completed_ones(tmp_path):
-    """Seed 3 of sgp_1peer diverged (its row is only in failed.csv): the ratio uses seeds 1 and 2 of
-    a and all of b, and the reason says one run failed and why."""
-    runs = runs_table([("sgp_1peer", 4, "none", s, t, 0.9) for s, t in ((1, 0.30), (2, 0.34))]
-                      + [("allreduce_sgd", 4, "none", s, t, 0.9) for s, t in ((1, 0.50), (2, 0.52), (3, 0.54))])
+    """Seed 3 of sgp_1peer diverged (its row is only in failed.csv): the ratio uses seeds 1, 2, 4 of
+    a and all four of b, unpaired (Welch's t on the logs: geomean a / geomean b), and the reason
+    says one run failed and why."""
+    runs = runs_table([("sgp_1peer", 4, "none", s, t, 0.9) for s, t in ((1, 0.30), (2, 0.34), (4, 0.32))]
+                      + [("allreduce_sgd", 4, "none", s, t, 0.9) for s, t in ((1, 0.50), (2, 0.52), (3, 0.54),
+                                                                               (4, 0.51))])
     failed = failed_table([("sgp_1peer", 4, "none", 3, DIVERGED)])
-    r = evaluate(tmp_path, [claim()], runs, failed).iloc[0]
-    assert (r["status"], r["seeds_a"], r["seeds_b"]) == ("reproduced", 2, 3)
-    assert r["measured"] == pytest.approx(0.32 / 0.52, abs=1e-15)
-    assert r["reason"] == f"judged on 2 completed run(s) of sgp_1peer; 1 failed (seed 3: {DIVERGED})"
+    r = evaluate(tmp_path, [claim()], runs, failed, config=_cfg_seeds([1, 2, 3, 4])).iloc[0]
+    assert (r["status"], r["seeds_a"], r["seeds_b"], r["interval"], r["provisional"]) == (
+        "reproduced", 3, 4, "Welch t (log ratio)", "")
+    gm = lambda *v: math.exp(np.mean(np.log(v)))  # noqa: E731
+    assert r["measured"] == pytest.approx(gm(0.30, 0.34, 0.32) / gm(0.50, 0.52, 0.54, 0.51), abs=1e-14)
+    assert r["reason"] == f"judged on 3 completed run(s) of sgp_1peer; 1 failed (seed 3: {DIVERGED})"
+    # with 2 seeds left on a side the verdict is provisional, and says why
+    r = evaluate(tmp_path / "b", [claim()], runs[runs["seed"] != 4], failed, config=_cfg_seeds([1, 2, 3, 4])
+                 ).iloc[0]
+    assert r["provisional"] == "yes" and r["reason"].startswith(
+        "provisional: 2 seeds on the smaller side, fewer than 3; judged on 2")
 
 
 # ------------------------------------------------------------------ the claim cells of the report
@@ -381,55 +525,80 @@ def test_a_setting_with_some_runs_failed_is_judged_on_the_completed_ones(tmp_pat
 
 def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
     """Render a paper page from hand-made runs and read the claims table back from the HTML: the
-    measured value, 95% CI, robust, seeds, published and gap cells carry the exact numbers; a
-    diverged run is in the front page's failed list with its reason and in no claim."""
+    status, measured value, 95% interval with its method, P(A beats B) with the seeds won, P(pass),
+    seeds, published and gap cells carry the exact numbers; a provisional claim is shown as
+    provisional (never reproduced); a diverged run is in the front page's failed list with its
+    reason and in no claim."""
     value = claim(id="v", compare="value", metric="final_acc", a={"method": "sgp_2peer"},
-                  expect={"op": ">=", "value": 91.0, "tolerance": 0.0}, published={"value": 93.0, "note": "n"})
+                  expect={"op": ">=", "value": 85.0, "tolerance": 0.0}, published={"value": 93.0, "note": "n"})
     del value["b"]
     claims = [claim(id="r", published={"value": 0.724, "note": "SlowMo"}), value,
-              claim(id="z", a={"method": "dpsgd"}, published={"value": 1.0, "note": "n"}), claim(id="f", a={"method": "osgp"})]
-    runs = runs_table([("sgp_1peer", 4, "none", s, t, 0.9) for s, t in ((1, 0.5), (2, 1.3))]
-                      + [("allreduce_sgd", 4, "none", s, 1.0, 0.9) for s in (1, 2)]
+              claim(id="z", a={"method": "sgp_2peer"}, expect={"op": "<", "value": 0.2, "tolerance": 0.0}),
+              claim(id="p", a={"method": "dpsgd"}), claim(id="f", a={"method": "osgp"})]
+    cfg = copy.deepcopy(rf.CONFIG)
+    cfg["experiments"]["sgp"]["methods"]["dpsgd"] = {"seeds": [1, 2]}
+    runs = runs_table([("sgp_1peer", 4, "none", s, t, 0.9) for s, t in ((1, 0.5), (2, 1.3), (3, 0.7))]
+                      + [("allreduce_sgd", 4, "none", s, 1.0, 0.9) for s in (1, 2, 3)]
                       + [("sgp_2peer", 4, "none", s, 0.3, acc) for s, acc in ((1, 0.90), (2, 0.92), (3, 0.94))]
-                      + [("dpsgd", 4, "none", s, t, 0.9) for s, t in ((1, 1.25), (2, 1.30))])
+                      + [("dpsgd", 4, "none", s, 0.5, 0.9) for s in (1, 2)])
     failed = failed_table([("osgp", 4, "none", s, DIVERGED) for s in (1, 2)])
     tables = tmp_path / "results" / "tables"
     for e, (r, f) in {"sgp": (runs, failed), "baseline": (runs.iloc[0:0], failed.iloc[0:0])}.items():
         (tables / e).mkdir(parents=True)
         r.to_csv(tables / e / "runs.csv", index=False)
         f.to_csv(tables / e / "failed.csv", index=False)
-    pub = wfpublished.load(rf.CONFIG, _published_with(tmp_path, claims))  # osgp: seeds 1, 2
-    results = wfclaims.evaluate(pub, rf.CONFIG, *wfclaims.read_tables(tables, ["baseline", "sgp"]))
+    pub = wfpublished.load(cfg, _published_with(tmp_path, claims))  # osgp: seeds 1, 2
+    results = wfclaims.evaluate(pub, cfg, *wfclaims.read_tables(tables, ["baseline", "sgp"]))
     out = tmp_path / "reports" / "index.html"
-    build(["baseline", "sgp"], rf.CONFIG, tables, out, [], [], pub, results)
+    build(["baseline", "sgp"], cfg, tables, out, [], [], pub, results)
 
     rows = {r[0]: r for r in rf.html_tables(out.parent / "papers" / "sgp.html")["claims"]}
-    cols = ["claim", "statement", "experiment", "setting", "status", "measured", "ci", "robust", "seeds", "expected",
-            "published", "gap", "sources"]
+    cols = ["claim", "statement", "experiment", "setting", "status", "measured", "ci", "p_better", "p_pass", "seeds",
+            "expected", "published", "gap", "sources"]
     cell = {cid: dict(zip(cols, r)) for cid, r in rows.items()}
-    assert {k: cell["r"][k] for k in ("setting", "status", "measured", "ci", "robust", "seeds", "published", "gap")} == {
-        "setting": "n=4, none", "status": "reproduced", "measured": "0.9 x", "ci": "[0.5, 1.3]", "robust": "no",
-        "seeds": "2 / 2", "published": "0.724 SlowMo", "gap": "0.176"}
-    assert {k: cell["v"][k] for k in ("status", "measured", "ci", "robust", "seeds", "gap", "expected")} == {
-        "status": "reproduced", "measured": "92 %", "ci": "[90, 94]", "robust": "no", "seeds": "3", "gap": "-1",
-        "expected": "a >= 91"}
-    assert (cell["z"]["status"], cell["z"]["measured"], cell["z"]["ci"], cell["z"]["gap"]) == (
-        "not reproduced", "1.275 x", "[1.25, 1.3]", "0.275")  # 4 significant digits, the gap 3
+    keys = ("setting", "status", "measured", "ci", "p_better", "p_pass", "seeds", "published", "gap")
+    # per-seed ratios 0.5, 1.3, 0.7: geomean 0.7691, exp(mean log +- t_{0.975,2} se) = [0.2307, 2.564]
+    assert {k: cell["r"][k] for k in keys} == {
+        "setting": "n=4, none", "status": "inconclusive", "measured": "0.7691 x",
+        "ci": "[0.2307, 2.564] paired t (log ratio), df 2", "p_better": "0.776 2/3 seeds", "p_pass": "0.776",
+        "seeds": "3 / 3", "published": "0.724 SlowMo", "gap": "0.0451"}
+    assert {k: cell["v"][k] for k in keys + ("expected",)} == {
+        "setting": "n=4, none", "status": "reproduced", "measured": "92 %", "ci": "[87.03, 96.97] one-sample t, df 2",
+        "p_better": "", "p_pass": "0.987", "seeds": "3", "published": "93 n", "gap": "-1", "expected": "a >= 85"}
+    assert {k: cell["z"][k] for k in ("status", "measured", "ci", "p_better", "p_pass")} == {
+        "status": "not reproduced zero spread: every seed gives the same value, the interval is the point",
+        "measured": "0.3 x", "ci": "[0.3, 0.3] paired t (log ratio), df 2",
+        "p_better": "1 3/3 seeds", "p_pass": "0"}  # the same ratio at every seed: zero spread
+    # 2 seeds of dpsgd against 3 of allreduce_sgd (unpaired): provisional, whatever its interval says
+    assert cell["p"]["status"] == ("provisional provisional: 2 seeds on the smaller side, fewer than 3; zero "
+                                   "spread: every seed gives the same value, the interval is the point; the "
+                                   "interval lies inside the pass region")
+    assert (cell["p"]["ci"], cell["p"]["seeds"]) == ("[0.5, 0.5] Welch t (log ratio), df 3", "2 / 3")
     assert cell["f"]["status"] == ("not comparable every run failed: osgp at n=4, none: "
                                    f"2 failed (seed 1: {DIVERGED}; +1 more)")
     assert (cell["f"]["measured"], cell["f"]["ci"], cell["f"]["seeds"]) == ("", "", "")
     front = rf.html_tables(out)
     assert [r[:7] for r in front["failed"]] == [["sgp", "osgp", "4", "none", str(s), "diverged", DIVERGED]
                                                 for s in (1, 2)]
+    # the front page counts each claim once, by the status shown: the provisional one is not reproduced
+    sgp_row = next(r for r in front["papers"] if r[0].startswith("SGP"))
+    assert sgp_row[4:] == ["5", "1", "1", "1", "1", "1"]  # claims, reproduced, not rep., inconcl., prov., n.c.
 
 
 def test_summary_status_per_claim():
-    res = pd.DataFrame({"claim": ["x", "x", "y", "y", "z"], "paper": "p", "experiment": "e", "statement": "s",
-                        "status": ["reproduced", "not comparable", "reproduced", "not reproduced", "not comparable"],
-                        "reason": ["", "no run", "", "", "experiment 'e' not in config"]})
+    res = pd.DataFrame({"claim": ["x", "x", "y", "y", "z", "w", "w", "u", "u"], "paper": "p", "experiment": "e",
+                        "statement": "s",
+                        "status": ["reproduced", "not comparable", "reproduced", "not reproduced", "not comparable",
+                                   "reproduced", "inconclusive", "reproduced", "reproduced"],
+                        "provisional": ["", "", "", "", "", "", "", "", "yes"],
+                        "reason": ["", "no run", "", "", "experiment 'e' not in config", "", "", "", ""]})
     s = wfclaims.summarize(res).set_index("claim")
-    assert s["status"].to_dict() == {"x": "reproduced", "y": "not reproduced", "z": "not comparable"}
+    assert s["status"].to_dict() == {"x": "reproduced", "y": "not reproduced", "z": "not comparable",
+                                     "w": "inconclusive", "u": "reproduced"}
+    assert s["shown"].to_dict() == {"x": "reproduced", "y": "not reproduced", "z": "not comparable",
+                                    "w": "inconclusive", "u": "provisional"}
     assert s.loc["x", "reason"] == "no run"
+    assert s.loc["w", ["reproduced", "inconclusive", "provisional_settings"]].tolist() == [1, 1, 0]
 
 
 def test_every_metric_is_a_column_of_the_collected_runs_table():
@@ -457,6 +626,7 @@ def test_a_claim_on_the_finite_sum_tasks_own_metric(tmp_path):
                   expect={"op": "<=", "value": 1e-4, "tolerance": 0.0})
     del value["b"]
     res = evaluate(tmp_path, [ratio, value], runs).set_index("claim")
-    assert res.loc["c1", "measured"] == pytest.approx(0.75) and res.loc["c1", "status"] == "reproduced"
+    assert res.loc["c1", "measured"] == pytest.approx(math.sqrt(0.5))  # geometric mean of 0.5 and 1
+    assert res.loc["c1", ["status", "provisional"]].tolist() == ["inconclusive", "yes"]  # 2 seeds: t_{0.975,1}
     assert res.loc["c2", "measured"] == pytest.approx(4e-5) and res.loc["c2", "status"] == "reproduced"
-    assert res.loc["c2", "unit"] == ""
+    assert res.loc["c2", "provisional"] == "yes" and res.loc["c2", "unit"] == ""

@@ -72,10 +72,15 @@ def test_default_gossip_experiments():
     sgp = {r.method for r in runs if r.experiment == "sgp"}
     d2 = {r.method for r in runs if r.experiment == "d2"}
     assert sgp == {"allreduce_sgd", "dpsgd", "sgp_1peer", "sgp_2peer", "osgp"}
-    # sgp absorbed its fast-network control sgp_fastnet (4 and 8 nodes, no straggler): no run lost
+    # sgp absorbed its fast-network control sgp_fastnet (4 and 8 nodes, no straggler); its claims
+    # are the no-straggler top-1 ones (issue 10: 5 seeds each; the straggler setting and 2 nodes
+    # left the grid)
     assert "sgp_fastnet" not in cfg["experiments"]
     sgp_runs = {(r.method, r.nodes, r.straggler) for r in runs if r.experiment == "sgp"}
-    assert {(m, n, "none") for m in sgp for n in (4, 8)} <= sgp_runs and len(sgp_runs) == 28
+    assert sgp_runs == {(m, n, "none") for m in sgp for n in (4, 8)}
+    seeds = {m: {r.seed for r in runs if r.experiment == "sgp" and r.method == m} for m in sgp}
+    assert seeds == {"allreduce_sgd": {1, 2, 3, 4, 5}, "sgp_1peer": {1, 2, 3, 4, 5}, "sgp_2peer": {1, 2, 3, 4, 5},
+                     "dpsgd": {1}, "osgp": {1}}  # D-PSGD and OSGP: no claim on this experiment
     assert d2 == {"allreduce_sgd", "dpsgd", "d2", "allreduce_sgd_labels", "dpsgd_labels", "d2_labels"}
     assert cfg["experiments"]["sgp"]["paper"] == "SGP (Assran+ 2019)"
     assert cfg["experiments"]["d2"]["paper"] == "D2 (Tang+ ICML18)"

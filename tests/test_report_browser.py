@@ -2,7 +2,8 @@
 
 Every page (front page and one per paper) must load with no console error, every image must
 be decoded (naturalWidth > 0), the tables must be there with their rows, claim statuses must be
-coloured, and every link from the front page must lead to a page that loads.  Screenshots of the
+coloured, a provisional or inconclusive claim must never be shown as reproduced (text, colour or
+front-page count), and every link from the front page must lead to a page that loads.  Screenshots of the
 front page and of the SGP page are saved (under tmp_path, and under $DISTREPRO_ARTIFACTS_DIR when
 set).  The browser comes from the Debian packages ``chromium`` and ``chromium-driver`` (installed
 by .ci/run) and is driven through selenium; set DISTREPRO_NO_BROWSER=1 to skip these tests where
@@ -15,9 +16,11 @@ import os
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import report_fixture as rf
+from distrepro_wf import claims as wfclaims
 
 pytestmark = pytest.mark.skipif(os.environ.get("DISTREPRO_NO_BROWSER") == "1",
                                 reason="DISTREPRO_NO_BROWSER=1: browser tests switched off")
@@ -25,6 +28,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("DISTREPRO_NO_BROWSER") == "1",
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--window-size=1400,1000"]
 STATUS_BACKGROUND = {"st-ok": "rgba(215, 245, 215, 1)", "st-fail": "rgba(251, 213, 213, 1)",
+                     "st-inc": "rgba(253, 235, 200, 1)", "st-prov": "rgba(228, 232, 247, 1)",
                      "st-nc": "rgba(238, 238, 238, 1)"}
 
 
@@ -104,7 +108,7 @@ def test_every_page_table_and_image_loads(browser, rendered, tmp_path):
     # the configured run that is in neither table is listed as missing
     absent = browser.find_element("id", "absent").find_element("xpath", "following-sibling::table")
     cells = [td.text for td in absent.find_elements("css selector", "tbody tr td")]
-    assert cells == ["sgp", "osgp", "4", "none", "2", "sgp_sim", "osgp", "4", "none", "2"], cells
+    assert cells == ["sgp", "osgp", "4", "none", "2"], cells
     links = [a.get_attribute("href") for a in browser.find_elements("css selector", "table.papers a")]
     assert sorted(links) == sorted(p.as_uri() for p in pages[1:])  # every paper page and the harness page
     _screenshot(browser, "report-index.png", tmp_path)
@@ -129,7 +133,8 @@ def test_sgp_page_shows_claims_in_colour_and_published_beside_ours(browser, rend
     rows = browser.find_elements("css selector", "table.claims tbody tr")
     status = {r.find_elements("tag name", "td")[0].text: r.find_elements("tag name", "td")[4] for r in rows}
     expected = {"sgp_epoch_faster_than_ar": "st-ok", "sgp_2peer_top1_within_1p2_of_ar": "st-fail",
-                "osgp_epoch_faster_than_sgp": "st-nc", "sgp_time_90ep_32nodes": "st-nc"}
+                "sgp_faster_than_dpsgd": "st-inc", "osgp_epoch_faster_than_sgp": "st-prov",
+                "sgp_time_90ep_32nodes": "st-nc"}
     for claim, cls in expected.items():
         cell = status[claim]
         assert cls in cell.get_attribute("class").split(), claim
@@ -151,6 +156,50 @@ def test_sgp_page_shows_claims_in_colour_and_published_beside_ours(browser, rend
     assert where[1].startswith("Simulated platform (SimGrid): platform ethernet_10g, timing profile "
                                "resnet50_v100x8; every time is simulated time")
     _screenshot(browser, "report-sgp.png", tmp_path)
+
+
+def test_provisional_or_inconclusive_claims_are_never_shown_as_reproduced(browser, rendered):
+    """Every claim row of every page whose claims.csv row is provisional (fewer than 3 seeds) or
+    inconclusive (its interval straddles the pass region's boundary) is shown as such: status text,
+    class and colour, never reproduced's; the front page counts it in its own column.  The
+    fixture's provisional claim (OSGP, 2 seeds) has an interval inside the pass region: its status
+    alone would be "reproduced"."""
+    root, pages = rendered
+    claims = pd.read_csv(root / "results" / "tables" / "claims.csv", keep_default_na=False)
+    doubtful = claims[(claims["provisional"] == "yes") | (claims["status"] == "inconclusive")]
+    assert {"osgp_epoch_faster_than_sgp", "sgp_faster_than_dpsgd"} <= set(doubtful["claim"])
+    osgp = claims.set_index("claim").loc["osgp_epoch_faster_than_sgp"]
+    assert (osgp["status"], osgp["provisional"]) == ("reproduced", "yes")  # what must not be shown
+    want = {(r["claim"], f"n={int(float(r['nodes']))}, {r['straggler']}"):
+            "st-prov" if r["provisional"] == "yes" else "st-inc" for _, r in doubtful.iterrows()}
+    seen = set()
+    for page in pages[1:]:
+        inspect(browser, page)
+        for row in browser.find_elements("css selector", "table.claims tbody tr"):
+            td = row.find_elements("tag name", "td")
+            key, cell = (td[0].text, td[3].text), td[4]
+            if key not in want:
+                continue
+            seen.add(key)
+            claim, cls = key[0], want[key]
+            first_line = cell.text.splitlines()[0]
+            assert first_line == ("provisional" if cls == "st-prov" else "inconclusive"), (page.name, claim)
+            assert "st-ok" not in cell.get_attribute("class").split() and cls in cell.get_attribute("class").split()
+            assert cell.value_of_css_property("background-color") == STATUS_BACKGROUND[cls] != STATUS_BACKGROUND[
+                "st-ok"], (page.name, claim)
+    assert seen == set(want)
+    # the front page: the SGP row counts 2 reproduced (not the provisional one), 1 inconclusive, 1 provisional
+    inspect(browser, root / "reports" / "index.html")
+    head = [th.text for th in browser.find_elements("css selector", "table.papers thead th")]
+    sgp = next(r for r in browser.find_elements("css selector", "table.papers tbody tr") if r.text.startswith("SGP"))
+    counts = dict(zip(head, [td.text for td in sgp.find_elements("tag name", "td")]))
+    assert {k: counts[k] for k in ("reproduced", "not reproduced", "inconclusive", "provisional")} == {
+        "reproduced": "2", "not reproduced": "1", "inconclusive": "1", "provisional": "1"}, counts
+    # and the totals: one per claim, by the status shown (claims_summary.csv's "shown")
+    shown = wfclaims.summarize(claims)["shown"].value_counts()
+    assert shown["provisional"] >= 1 and shown["inconclusive"] >= 1
+    for st, cls in (("reproduced", "st-ok"), ("inconclusive", "st-inc"), ("provisional", "st-prov")):
+        assert browser.find_element("id", f"total-{cls}").text == f"{shown.get(st, 0)} {st}"
 
 
 def test_a_broken_image_is_detected(browser, rendered):

@@ -9,7 +9,8 @@ labels and units come from here), the plots and the report:
   accuracies, bytes per rank; ``max``: times, since a synchronous epoch lasts as long as
   its slowest rank) and which direction is better (what a target means for it).
 * :data:`METRICS`: a column of ``results/tables/<experiment>/runs.csv`` -> its label and
-  unit for people, the factor into that unit, and how :func:`distrepro_wf.collect.summarize`
+  unit for people, the factor into that unit, which direction is better (P(A beats B) of a
+  claim, :mod:`distrepro_wf.stats`), and how :func:`distrepro_wf.collect.summarize`
   computes it from the run's epoch table: ``(epoch key, reducer)`` with ``last``, ``max``,
   ``min`` or ``mean`` over epochs, or ``None`` for the few computed there by hand (per step,
   to target).
@@ -58,11 +59,12 @@ class Metric:
     column: str
     scale: float = 1.0  # display value = column value * scale
     source: tuple[str, str] | None = None  # (epoch key, reducer over epochs); None: computed by collect
+    higher_is_better: bool = False  # accuracies; lower is better for times, losses, bytes, gaps, epochs
 
 
 METRICS: dict[str, Metric] = {
-    "final_acc": Metric("final validation top-1", "%", "final_acc", 100.0, ("acc/val", "last")),
-    "best_acc": Metric("best validation top-1", "%", "best_acc", 100.0, ("acc/val", "max")),
+    "final_acc": Metric("final validation top-1", "%", "final_acc", 100.0, ("acc/val", "last"), True),
+    "best_acc": Metric("best validation top-1", "%", "best_acc", 100.0, ("acc/val", "max"), True),
     "final_train_loss": Metric("final training loss", "", "final_train_loss", source=("loss/train", "last")),
     "final_val_loss": Metric("final validation loss (all classes)", "", "final_val_loss",
                              source=("loss/val", "last")),

@@ -1,26 +1,41 @@
 """Claims evaluated on our results: statuses per claim and setting.
 
 The published numbers and claims are loaded and validated by :mod:`distrepro_wf.published`,
-their statistics come from :mod:`distrepro_wf.stats`, the metrics they name from
+their statistics come from :mod:`distrepro_wf.stats` (t intervals over seeds, paired by seed,
+on the log scale for ratios; see there why not the bootstrap), the metrics they name from
 :mod:`distrepro_wf.catalogue`.
 
 Statuses (:func:`evaluate`), per claim and setting (nodes x straggler), from completed runs
-only (``runs.csv``; a failed run, a diverged one included, is only in ``failed.csv``):
+only (``runs.csv``; a failed run, a diverged one included, is only in ``failed.csv``), judged by
+the 95 % interval of the statistic (:func:`distrepro_wf.stats.interval`) against the claim's
+pass region (``expect`` with its tolerance, :func:`pass_region`):
 
-* ``reproduced``: the statistic over the seeds' means satisfies ``expect`` (with its
-  tolerance); when some runs of the setting failed, it is judged on the completed ones and
-  the reason says how many failed and why;
-* ``not reproduced``: it does not;
+* ``reproduced``: the interval lies entirely inside the pass region;
+* ``not reproduced``: it lies entirely outside;
+* ``inconclusive``: it straddles a boundary of the region, or there is no interval (one seed a
+  side, or a side with one seed when the seeds differ);
 * ``not comparable``: the experiment, method or setting was not run, every run failed
   ("every run failed: ... (seed 1: diverged: ...)"), no run completed, the metric is missing
-  (e.g. target accuracy never reached), a ratio's denominator mean is 0, or, for an absolute
-  number, the run's workload / node count differs from the published setting.  Missing
-  results are never "reproduced".
+  (e.g. target accuracy never reached), a ratio's values are not all positive (no log, the
+  statistic is undefined), or, for an absolute number, the run's workload / node count differs
+  from the published setting.  Missing results are never "reproduced".
 
-A claim's overall status: "not reproduced" if any setting is, "reproduced" if every
-comparable setting is (and there is one), else "not comparable".  ``robust`` says whether
-the whole bootstrap interval (:func:`distrepro_wf.stats.bootstrap_ci`) satisfies ``expect``
-("no" when there is no interval because a resample's ratio divides by zero).
+When some runs of a setting failed, it is judged on the completed ones and the reason says how
+many failed and why.  ``provisional`` ("yes") marks a comparable setting judged on fewer than
+:data:`MIN_SEEDS` = 3 seeds (pairs; the smaller side when unpaired): its status stands, but it is
+shown as provisional, never as reproduced (:func:`shown_status`).  Deterministic simulated runs
+are no exception: another seed is another data order and initialisation, so the same statistics
+apply (when the statistic does not vary at all the interval is the point).
+
+A claim's overall status (:func:`summarize`): "not reproduced" if any setting is, "reproduced" if
+every comparable setting is (and there is one), "not comparable" if none is comparable, else
+"inconclusive"; it is provisional when a provisional setting takes part in that verdict (any
+comparable setting is provisional, unless a non-provisional setting is not reproduced).
+
+Each row also carries the estimate (``measured``: the geometric mean of the per-seed ratios, the
+mean difference, the mean value), the interval and its method, ``p_a_beats_b`` (the t posterior
+probability that a's metric is better than b's), ``wins`` (seeds where a beat b) and ``p_pass``
+(the same posterior's probability that the statistic lies in the pass region).
 """
 
 from __future__ import annotations
@@ -34,24 +49,65 @@ import pandas as pd
 from .catalogue import METRICS, Metric
 from .config import expand
 from .published import Published
-from .stats import _stat, bootstrap_ci
+from .stats import interval, nonpositive, p_between
 
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
+INCONCLUSIVE, PROVISIONAL = "inconclusive", "provisional"
+STATUSES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_COMPARABLE)
+#: fewer seeds (pairs) than this: the setting is provisional, never shown as reproduced
+MIN_SEEDS = 3
+
+
+def pass_region(expect: dict[str, Any]) -> tuple[float, bool, float, bool]:
+    """``expect`` with its tolerance as an interval ``(low, low_closed, high, high_closed)``:
+    ``<``/``<=`` pass when m op value+tol, ``>``/``>=`` when m op value-tol, ``between [lo, hi]``
+    when lo-tol <= m <= hi+tol, ``within`` when |m - value| <= tol."""
+    op, v, tol = expect["op"], expect["value"], expect["tolerance"]
+    if op == "<":
+        return -math.inf, False, v + tol, False
+    if op == "<=":
+        return -math.inf, False, v + tol, True
+    if op == ">":
+        return v - tol, False, math.inf, False
+    if op == ">=":
+        return v - tol, True, math.inf, False
+    if op == "between":
+        return v[0] - tol, True, v[1] + tol, True
+    return v - tol, True, v + tol, True  # within
+
+
+def _below(x: float, region: tuple[float, bool, float, bool]) -> bool:
+    lo, lo_closed, _, _ = region
+    return x < lo or (x == lo and not lo_closed)
+
+
+def _above(x: float, region: tuple[float, bool, float, bool]) -> bool:
+    _, _, hi, hi_closed = region
+    return x > hi or (x == hi and not hi_closed)
 
 
 def _passes(m: float, expect: dict[str, Any]) -> bool:
-    op, v, tol = expect["op"], expect["value"], expect["tolerance"]
-    if op == "<":
-        return m < v + tol
-    if op == "<=":
-        return m <= v + tol
-    if op == ">":
-        return m > v - tol
-    if op == ">=":
-        return m >= v - tol
-    if op == "between":
-        return v[0] - tol <= m <= v[1] + tol
-    return abs(m - v) <= tol  # within
+    r = pass_region(expect)
+    return not _below(m, r) and not _above(m, r)
+
+
+def verdict(low: float, high: float, expect: dict[str, Any]) -> str:
+    """Status of an interval [low, high] against the pass region: reproduced (inside), not
+    reproduced (entirely outside), inconclusive (straddles a boundary; or no interval: nan)."""
+    if math.isnan(low) or math.isnan(high):
+        return INCONCLUSIVE
+    r = pass_region(expect)
+    if _passes(low, expect) and _passes(high, expect):
+        return REPRODUCED
+    if _above(low, r) or _below(high, r):
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
+def shown_status(status: str, provisional: Any) -> str:
+    """What the report shows: "provisional" for a provisional comparable setting or claim (never
+    green, whatever its interval says), else the status."""
+    return PROVISIONAL if provisional == "yes" and status != NOT_COMPARABLE else status
 
 
 def expect_text(expect: dict[str, Any], compare: str) -> str:
@@ -143,8 +199,8 @@ def _side(runs: pd.DataFrame, failed: pd.DataFrame | None, grid: pd.DataFrame, s
 
 
 COLUMNS = ["claim", "paper", "experiment", "statement", "metric", "unit", "compare", "nodes", "straggler", "status",
-           "reason", "measured", "ci_low", "ci_high", "robust", "seeds_a", "seeds_b", "published", "gap", "expected",
-           "published_note", "sources"]
+           "provisional", "reason", "measured", "ci_low", "ci_high", "interval", "df", "p_a_beats_b", "wins", "p_pass",
+           "seeds_a", "seeds_b", "published", "gap", "expected", "published_note", "sources"]
 
 
 def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggler: Any = None, **kw: Any) -> dict:
@@ -154,8 +210,9 @@ def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggl
     pub = c.get("published", {})
     row = {"claim": c["id"], "paper": c["paper"], "experiment": c["experiment"], "statement": c["statement"],
            "metric": c["metric"], "unit": unit, "compare": c["compare"], "nodes": nodes, "straggler": straggler,
-           "status": status, "reason": reason, "measured": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-           "robust": "", "seeds_a": 0, "seeds_b": 0, "published": pub.get("value"), "gap": math.nan,
+           "status": status, "provisional": "", "reason": reason, "measured": math.nan, "ci_low": math.nan,
+           "ci_high": math.nan, "interval": "", "df": math.nan, "p_a_beats_b": math.nan, "wins": "",
+           "p_pass": math.nan, "seeds_a": 0, "seeds_b": 0, "published": pub.get("value"), "gap": math.nan,
            "expected": expect_text(c["expect"], c["compare"]), "published_note": pub.get("note", ""),
            "sources": " ".join(c["sources"])}
     row.update(kw)
@@ -200,24 +257,33 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
             out.append(_row(c, NOT_COMPARABLE, "; ".join(problems + notes), nodes, straggler, **seeds))
             continue
         a, b = vals["a"], vals.get("b")
-        measured = float(_stat(c["compare"], a.to_numpy(float), None if b is None else b.to_numpy(float)))
-        if not math.isfinite(measured):
-            out.append(_row(c, NOT_COMPARABLE, "; ".join(["statistic undefined (division by zero)"] + notes),
-                            nodes, straggler, **seeds))
-            continue
-        lo, hi = bootstrap_ci(c["compare"], a, b)
-        ok = _passes(measured, c["expect"])
-        if math.isnan(lo):
-            # one seed a side: no interval; a resample dividing by zero: an unbounded one
-            robust = "" if max(len(a), len(b) if b is not None else 0) < 2 else "no"
-            if robust:
-                notes.append("no confidence interval: the denominator's mean is 0 in some bootstrap resamples")
-        else:
-            robust = "yes" if _passes(lo, c["expect"]) and _passes(hi, c["expect"]) else "no"
+        if c["compare"] == "ratio":
+            bad = [f"{k} = {sides[k]['method']} is <= 0 at seed(s) {', '.join(map(str, nonpositive(v)))}"
+                   for k, v in vals.items() if nonpositive(v)]
+            if bad:
+                out.append(_row(c, NOT_COMPARABLE, "; ".join([f"statistic undefined: a ratio needs positive values "
+                                                              f"({'; '.join(bad)})"] + notes),
+                                nodes, straggler, **seeds))
+                continue
+        iv = interval(c["compare"], a, b, metric.higher_is_better)
+        if not iv.method:
+            paired = b is None or sorted(a.index) == sorted(b.index)
+            notes.insert(0, ("no interval: one seed" + (" a side" if b is not None else "")) if paired else
+                         f"no interval: the sides ran different seeds (a {len(a)}, b {len(b)}) and Welch's t needs "
+                         f">= 2 a side")
+        provisional = iv.n < MIN_SEEDS
+        if provisional:
+            which = ("" if b is None else " a side" if sorted(a.index) == sorted(b.index) else " on the smaller side")
+            notes.insert(0, f"provisional: {iv.n} seed{'s' if iv.n != 1 else ''}{which}, fewer than {MIN_SEEDS}")
+        if iv.se == 0 and iv.n >= 2:
+            notes.append("zero spread: every seed gives the same value, the interval is the point")
+        r = pass_region(c["expect"])
+        p_pass = (float(_passes(iv.estimate, c["expect"])) if iv.se == 0 else p_between(iv, r[0], r[2]))
         pub = (c.get("published") or {}).get("value")
-        out.append(_row(c, REPRODUCED if ok else NOT_REPRODUCED, "; ".join(notes), nodes, straggler,
-                        measured=measured, ci_low=lo, ci_high=hi, robust=robust,
-                        gap=measured - pub if pub is not None else math.nan, **seeds))
+        out.append(_row(c, verdict(iv.low, iv.high, c["expect"]), "; ".join(notes), nodes, straggler,
+                        provisional="yes" if provisional else "", measured=iv.estimate, ci_low=iv.low,
+                        ci_high=iv.high, interval=iv.method, df=iv.df, p_a_beats_b=iv.p_a_beats_b, wins=iv.wins,
+                        p_pass=p_pass, gap=iv.estimate - pub if pub is not None else math.nan, **seeds))
     return out
 
 
@@ -231,19 +297,29 @@ def evaluate(published: Published, config: dict[str, Any], runs: dict[str, pd.Da
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per claim: its overall status and how many settings had each status."""
+    """One row per claim: its overall status (see the module docstring), whether it is provisional,
+    what the report shows (``shown``) and how many settings had each status."""
     rows = []
     for cid, g in results.groupby("claim", sort=False):
         st = set(g["status"])
-        overall = (NOT_REPRODUCED if NOT_REPRODUCED in st else REPRODUCED if REPRODUCED in st else NOT_COMPARABLE)
+        comparable = g[g["status"] != NOT_COMPARABLE]
+        prov = (comparable["provisional"] == "yes") if "provisional" in g else pd.Series(False, comparable.index)
+        overall = (NOT_REPRODUCED if NOT_REPRODUCED in st else NOT_COMPARABLE if comparable.empty
+                   else REPRODUCED if (comparable["status"] == REPRODUCED).all() else INCONCLUSIVE)
+        firm_failure = ((comparable["status"] == NOT_REPRODUCED) & ~prov).any()
+        provisional = "yes" if prov.any() and not firm_failure else ""
         rows.append({"claim": cid, "paper": g["paper"].iloc[0], "experiment": g["experiment"].iloc[0],
-                     "statement": g["statement"].iloc[0], "status": overall,
+                     "statement": g["statement"].iloc[0], "status": overall, "provisional": provisional,
+                     "shown": shown_status(overall, provisional),
                      "settings": len(g), "reproduced": int((g["status"] == REPRODUCED).sum()),
                      "not_reproduced": int((g["status"] == NOT_REPRODUCED).sum()),
+                     "inconclusive": int((g["status"] == INCONCLUSIVE).sum()),
                      "not_comparable": int((g["status"] == NOT_COMPARABLE).sum()),
+                     "provisional_settings": int(prov.sum()),
                      "reason": "; ".join(dict.fromkeys(r for r in g["reason"] if isinstance(r, str) and r))})
-    return pd.DataFrame(rows, columns=["claim", "paper", "experiment", "statement", "status", "settings", "reproduced",
-                                       "not_reproduced", "not_comparable", "reason"])
+    return pd.DataFrame(rows, columns=["claim", "paper", "experiment", "statement", "status", "provisional", "shown",
+                                       "settings", "reproduced", "not_reproduced", "inconclusive", "not_comparable",
+                                       "provisional_settings", "reason"])
 
 
 def read_tables(tables_dir: Path, experiments: Iterable[str]) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:

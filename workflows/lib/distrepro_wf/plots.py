@@ -122,17 +122,17 @@ def straggler_sensitivity(runs: pd.DataFrame, path: Path) -> None:
 
 
 def _mean_ci(v: pd.Series) -> tuple[float, float, float]:
-    from .stats import bootstrap_ci
+    from .stats import mean_interval
 
     v = v.dropna().reset_index(drop=True)
     if v.empty:
         return np.nan, np.nan, np.nan
-    lo, hi = bootstrap_ci("value", v, None)
+    lo, hi = mean_interval(v)
     return float(v.mean()), lo, hi
 
 
 def to_target(runs: pd.DataFrame, path: Path) -> None:
-    """Time and bytes to the workload's target accuracy, mean and 95% bootstrap CI over seeds."""
+    """Time and bytes to the workload's target accuracy, mean and 95% t interval over seeds."""
     if runs.empty or "time_to_target_s" not in runs:
         return _empty(path, "time / bytes to target accuracy")
     s0 = _stragglers(runs)[0]
@@ -158,7 +158,7 @@ def to_target(runs: pd.DataFrame, path: Path) -> None:
         ax.set(ylabel=ylabel)
     has = "target_value" in runs and runs["target_value"].notna().any()
     target = f"{runs['target_metric'].dropna().iloc[0]} {runs['target_value'].dropna().iloc[0]:g}" if has else "none"
-    fig.suptitle(f"target {target}; straggler setting {s0}; bars: mean over seeds, whiskers: 95% bootstrap CI",
+    fig.suptitle(f"target {target}; straggler setting {s0}; bars: mean over seeds, whiskers: 95% t interval",
                  fontsize=9)
     _save(fig, path)
 

@@ -2,8 +2,9 @@
 
 Front page: every paper with its claim statuses, the failed runs, the claims that could
 not be compared (missing experiments, settings or runs) and the provenance.  A paper
-page: its claims (status per setting, measured value with bootstrap CI, published value,
-gap), the published numbers beside ours (absolute numbers only where a run's setting
+page: its claims (status per setting, measured value with its 95 % t interval over seeds,
+P(A beats B), P(pass), published value, gap; a provisional claim, judged on fewer than 3
+seeds, is shown as "provisional" in its own colour, never as reproduced), the published numbers beside ours (absolute numbers only where a run's setting
 matches the published one, otherwise "not comparable" with the reason), and per
 experiment its figures (each with the command and config that regenerate it, the
 hardware and the run time), summary table and failed runs.  Experiments whose ``paper``
@@ -35,13 +36,19 @@ FIGURE_TITLES = {
     "acc_vs_wall": "Validation accuracy against time (wall-clock on real ranks, simulated on the simulated platform), per straggler setting",
     "epoch_time_vs_nodes": "Time per epoch against the number of workers, per straggler setting",
     "straggler_sensitivity": "Straggler sensitivity: time per epoch relative to no straggler",
-    "to_target": "Time-to-accuracy and bytes-to-accuracy (95% bootstrap CI over seeds)",
+    "to_target": "Time-to-accuracy and bytes-to-accuracy (95% t interval over seeds)",
 }
 SUMMARY_COLS = {"final_acc": "final top-1", "time_per_epoch_s": "s / epoch", "time_to_target_s": "s to target",
                 "bytes_sent_per_epoch": "bytes sent / epoch / rank", "straggler_delay_s_per_epoch":
                 "straggler s / epoch"}
+# keyed by the status shown (claims.shown_status): provisional is never green
 STATUS_CLASS = {wfclaims.REPRODUCED: "st-ok", wfclaims.NOT_REPRODUCED: "st-fail",
+                wfclaims.INCONCLUSIVE: "st-inc", wfclaims.PROVISIONAL: "st-prov",
                 wfclaims.NOT_COMPARABLE: "st-nc"}
+#: the interval's position, said without a status word (a provisional row's note)
+INTERVAL_WORDS = {wfclaims.REPRODUCED: "the interval lies inside the pass region",
+                  wfclaims.NOT_REPRODUCED: "the interval lies outside the pass region",
+                  wfclaims.INCONCLUSIVE: "the interval straddles the pass region's boundary"}
 
 
 def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -96,16 +103,30 @@ def _runtime(runs: pd.DataFrame) -> str:
             f"(median {w.median():.2f} s, max {w.max():.2f} s per run)")
 
 
+def _prob(p: Any) -> str:
+    """A probability for people: exact 0 and 1 (zero spread) as such, else 3 decimals, clamped."""
+    if p is None or pd.isna(p):
+        return ""
+    if p in (0.0, 1.0):
+        return f"{p:g}"
+    return "> 0.999" if p > 0.999 else "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def _claim_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
     rows = []
     for _, r in results.iterrows():
         setting = ("" if pd.isna(r["nodes"]) else f"n={int(r['nodes'])}, {r['straggler']}")
         ci = ("" if pd.isna(r["ci_low"]) else f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]")
+        method = "" if pd.isna(r["interval"]) or not r["interval"] else f"{r['interval']}, df {_fmt(r['df'], 3)}"
+        shown = wfclaims.shown_status(r["status"], r["provisional"])
+        reason = "" if pd.isna(r["reason"]) else r["reason"]
+        if shown == wfclaims.PROVISIONAL and r["status"] in INTERVAL_WORDS and ci:
+            reason = "; ".join(x for x in (reason, INTERVAL_WORDS[r["status"]]) if x)
+        wins = "" if pd.isna(r["wins"]) or not r["wins"] else f"{r['wins']} seeds"
         rows.append({"claim": r["claim"], "statement": r["statement"], "experiment": r["experiment"],
-                     "setting": setting, "status": r["status"], "cls": STATUS_CLASS[r["status"]],
-                     "reason": "" if pd.isna(r["reason"]) else r["reason"],
+                     "setting": setting, "status": shown, "cls": STATUS_CLASS[shown], "reason": reason,
                      "measured": _fmt(r["measured"]), "unit": "" if pd.isna(r["unit"]) else r["unit"], "ci": ci,
-                     "robust": "" if pd.isna(r["robust"]) else r["robust"],
+                     "method": method, "p_better": _prob(r["p_a_beats_b"]), "wins": wins, "p_pass": _prob(r["p_pass"]),
                      "seeds": "" if r["status"] == wfclaims.NOT_COMPARABLE and not r["seeds_a"]
                      else f"{int(r['seeds_a'])}" + (f" / {int(r['seeds_b'])}" if r["compare"] in ("ratio", "difference")
                                                     else ""),
@@ -147,8 +168,9 @@ def _published_rows(numbers: pd.DataFrame, claims_list: list[dict[str, Any]], re
             if len(ok):
                 x = ok.iloc[0]
                 ci = "" if pd.isna(x["ci_low"]) else f" [{_fmt(x['ci_low'])}, {_fmt(x['ci_high'])}]"
-                ours = f"{_fmt(x['measured'])} {x['unit']}{ci} (claim {cid}: {x['status']})"
-                cls = STATUS_CLASS[x["status"]]
+                shown = wfclaims.shown_status(x["status"], x["provisional"])
+                ours = f"{_fmt(x['measured'])} {x['unit']}{ci} (claim {cid}: {shown})"
+                cls = STATUS_CLASS[shown]
             else:
                 ours = f"not comparable: {r.iloc[0]['reason']} (claim {cid})"
         rows.append({"id": n["id"], "paper": n["paper"], "source": n["source"], "location": n["location"],
@@ -212,7 +234,8 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
     out = Path(out)
     out_dir = out.parent
     page_dir = out_dir / "papers"
-    summary = wfclaims.summarize(results) if len(results) else pd.DataFrame(columns=["claim", "paper", "status"])
+    summary = (wfclaims.summarize(results) if len(results)
+               else pd.DataFrame(columns=["claim", "paper", "status", "shown"]))
     cfg_arg = " ".join(f"--configfile {c}" for c in (configfiles or []))
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
     generated = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -243,7 +266,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
                                           "and experiments whose paper matches no paper of claims.yaml."})
         page = env.get_template("paper.html.j2").render(
             pid=pid, title=titles[pid], info=info, sections=sections, claims=_claim_rows(res),
-            counts=summ["status"].value_counts().to_dict(),
+            counts=summ["shown"].value_counts().to_dict(),
             published=_published_rows(numbers, paper_claims, results, exps, config),
             sources=published.sources[published.sources["key"].isin(srcs)].to_dict("records"),
             generated=generated, regen=" ".join(f"snakemake --cores 2 {cfg_arg} reports/papers/{pid}.html".split()),
@@ -254,7 +277,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
         verified = int((numbers["verified"] == "yes").sum())
         index_rows.append({"pid": pid, "title": titles[pid], "citation": info.get("citation", ""),
                            "experiments": exps, "n_numbers": len(numbers), "n_verified": verified,
-                           "counts": summ["status"].value_counts().to_dict(), "n_claims": len(summ),
+                           "counts": summ["shown"].value_counts().to_dict(), "n_claims": len(summ),
                            "seed": info.get("seed", pid != HARNESS_PAGE),
                            "n_runs_failed": sum(s["n_failed"] for s in sections),
                            "n_runs_ok": sum(s["n_ok"] for s in sections)})
@@ -269,7 +292,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
         failed=_html_table(failed_df[[c for c in ("experiment", "method", "nodes", "straggler", "seed", "kind", "reason", "log")
                                       if c in failed_df]]) if len(failed_df) else "",
         missing=missing.to_dict("records"), no_runs=no_runs, absent=_html_table(absent) if len(absent) else "",
-        totals=summary["status"].value_counts().to_dict(), n_claims=len(summary),
+        totals=summary["shown"].value_counts().to_dict(), n_claims=len(summary),
         n_numbers=len(published.numbers), n_verified=int((published.numbers["verified"] == "yes").sum()),
         provenance=_html_table(pd.concat(prov).drop_duplicates()) if prov else "<p><em>no runs</em></p>",
         benches=benches, regen=" ".join(f"snakemake --cores 2 {cfg_arg}".split()),

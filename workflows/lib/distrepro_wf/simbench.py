@@ -141,6 +141,7 @@ class Child:
     wall_s: float
     peak_rss_mb: float  # the child's own peak resident set (wait4's ru_maxrss), MiB
     timed_out: bool = False
+    cpu_s: float = 0.0  # the child's user + system CPU time (with its own reaped children)
 
 
 def run_child(cmd: list[str], log: str | os.PathLike, timeout_s: float = 1800, cwd: str | os.PathLike = REPO,
@@ -169,7 +170,7 @@ def run_child(cmd: list[str], log: str | os.PathLike, timeout_s: float = 1800, c
             timer.cancel()
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-    return Child(p.returncode, wall, usage.ru_maxrss / 1024, killed.is_set())
+    return Child(p.returncode, wall, usage.ru_maxrss / 1024, killed.is_set(), usage.ru_utime + usage.ru_stime)
 
 
 def simulate(cfg: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.PathLike,
@@ -323,10 +324,14 @@ def slowmo_table(published: Mapping[str, float], simulated_ms: Mapping[str, floa
 
 def scale_row(method: str, nodes: int, steps_per_epoch: int, child: Child, limit_s: float = FIVE_MIN_S,
               **extra: Any) -> dict[str, Any]:
-    """One simulation of one epoch: virtual node-steps (workers x steps) per wall second."""
+    """One simulation of one epoch: virtual node-steps (workers x steps) per wall second.
+
+    ``cpu_per_wall``: the child's CPU seconds per wall second; a simulation runs one actor
+    at a time, so about 1 on a quiet machine, less where other processes took the cores."""
     return {"method": method, "nodes": nodes, "steps_per_epoch": steps_per_epoch, "wall_s": round(child.wall_s, 2),
             "node_steps_per_s": round(nodes * steps_per_epoch / child.wall_s, 2),
-            "peak_rss_mb": round(child.peak_rss_mb, 1), "under_5_min": bool(child.wall_s < limit_s), **extra}
+            "peak_rss_mb": round(child.peak_rss_mb, 1), "under_5_min": bool(child.wall_s < limit_s),
+            "cpu_per_wall": round(child.cpu_s / child.wall_s, 2), **extra}
 
 
 def largest_under(rows: pd.DataFrame, limit_s: float = FIVE_MIN_S) -> dict[str, int | None]:

@@ -5,7 +5,8 @@ The simulated platform runs the stand-in workload's real math; the profile decid
 what that math *costs* (``profile: {name: ...}``):
 
 * ``measured`` - this machine: the stand-in's uncontended single-rank forward/backward
-  time per sample (one thread, median of 20 steps after 3 warm-up steps), calibrated
+  time per sample (one thread, fastest of 20 steps after 3 warm-up steps: other load on
+  the machine only ever adds time), calibrated
   once per workload and machine and cached (``--calibration`` file), so every run of a
   pipeline charges the same number; it is recorded in each run's provenance.  A step
   costs ``sample_us x batch rows``; messages weigh their real bytes.
@@ -43,7 +44,6 @@ import fcntl
 import json
 import os
 import platform as _platform
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,7 +148,7 @@ def measure_sample_s(raw: Mapping[str, Any], steps: int = 20, warmup: int = 3) -
             task.loss(model, batch).backward()
             if i >= warmup:
                 times.append(time.perf_counter() - t0)
-        return statistics.median(times) / _rows(batch)
+        return min(times) / _rows(batch)  # the uncontended time: other load only ever adds
     finally:
         torch.set_num_threads(threads)
 

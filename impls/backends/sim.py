@@ -129,7 +129,7 @@ class _Received:
 class _InActor:
     """An asynchronous collective, running in a helper actor on the rank's host."""
 
-    def __init__(self, backend: "SimBackend", fn: Callable[[], None], name: str):
+    def __init__(self, fn: Callable[[], None], name: str):
         import simgrid
 
         self._box: dict[str, Any] = {}
@@ -244,7 +244,7 @@ class SimBackend(Backend):
         if not async_op:
             body(kind)
             return None
-        return _InActor(self, lambda: body(kind), f"{self._gid}:{kind}@{self._me}")
+        return _InActor(lambda: body(kind), f"{self._gid}:{kind}@{self._me}")
 
     def _exchange(self, kind: str, dst: int, out: torch.Tensor, src: int, wire: float | None = None) -> torch.Tensor:
         h = self._isend(kind, dst, out, wire)

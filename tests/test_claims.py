@@ -29,7 +29,7 @@ PUB = ROOT / "config" / "published"
 
 def _published_with(tmp_path: Path, claims: list[dict], papers: dict | None = None) -> Path:
     d = tmp_path / "published"
-    shutil.copytree(PUB, d)
+    shutil.copytree(PUB, d, dirs_exist_ok=True)
     doc = yaml.safe_load((d / "claims.yaml").read_text())
     doc["claims"] = claims
     if papers is not None:
@@ -41,7 +41,8 @@ def _published_with(tmp_path: Path, claims: list[dict], papers: dict | None = No
 def claim(**over):
     c = {"id": "c1", "paper": "sgp", "statement": "s", "experiment": "sgp", "metric": "time_per_epoch_s",
          "compare": "ratio", "a": {"method": "sgp_1peer"}, "b": {"method": "allreduce_sgd"},
-         "expect": {"op": "<", "value": 1.0, "tolerance": 0.0}, "sources": ["slowmo_t2a_sgp_tpi"]}
+         "expect": {"op": "<", "value": 1.0, "tolerance": 0.0}, "sources": ["slowmo_t2a_sgp_tpi"],
+         "mechanism": {"text": "t"}}
     c.update(over)
     return c
 
@@ -129,6 +130,8 @@ def test_a_user_grid_without_a_claimed_method_or_straggler_makes_those_claims_no
     cfg = copy.deepcopy(rf.CONFIG)
     cfg["experiments"]["sgp_sim"]["methods"] = {"allreduce_sgd": {}, "dpsgd": {}}
     cfg["experiments"]["baseline"]["stragglers"] = ["none"]
+    cfg["experiments"]["adpsgd_sim"] = copy.deepcopy(cfg["experiments"]["sgp_sim"]) | {
+        "methods": {"allreduce_sgd": {}, "adpsgd": {}, "dpsgd": {}}}
     del cfg["stragglers"]["slow1x4"]
     pub = wfpublished.load(cfg)  # the shipped claims.yaml
     assert pub.not_configured["sgp_epoch_faster_than_ar"] == (
@@ -161,7 +164,7 @@ def test_unconfigured_experiment_methods_are_not_checked(tmp_path):
     ({"expect": {"op": "between", "value": 2.0, "tolerance": 0}}, "expect.value", "needs [low, high]"),
     ({"expect": {"op": "<", "value": [1, 2], "tolerance": 0}}, "expect.value", "needs a number"),
     ({"expect": {"op": "<", "value": 1, "tolerance": -1}}, "expect.tolerance", "less than the minimum of 0"),
-    ({"compare": "quotient"}, "compare", "allowed values: ratio, difference, value, absolute"),
+    ({"compare": "quotient"}, "compare", "allowed values: ratio, ratio_vs_control, difference, value, absolute"),
     ({"a": {"method": "sgp_1peer", "seeds": 3}}, "a", "unknown key(s) ['seeds']; allowed keys: method, nodes"),
 ])
 def test_malformed_claim_is_a_clear_error(tmp_path, over, key, words):
@@ -630,3 +633,120 @@ def test_a_claim_on_the_finite_sum_tasks_own_metric(tmp_path):
     assert res.loc["c1", ["status", "provisional"]].tolist() == ["inconclusive", "yes"]  # 2 seeds: t_{0.975,1}
     assert res.loc["c2", "measured"] == pytest.approx(4e-5) and res.loc["c2", "status"] == "reproduced"
     assert res.loc["c2", "provisional"] == "yes" and res.loc["c2", "unit"] == ""
+
+
+# ------------------------------------------------------------------ mechanisms, controls, second measure
+
+
+def _timed(rows: list[tuple]) -> pd.DataFrame:
+    """rows of (method, nodes, straggler, seed, time_per_epoch_s, comm share, compute share)."""
+    t = pd.DataFrame(rows, columns=["method", "nodes", "straggler", "seed", "time_per_epoch_s", "cs", "ps"])
+    t["bd_comm_s"] = t["cs"] * t["time_per_epoch_s"]
+    t["bd_compute_s"] = t["ps"] * t["time_per_epoch_s"]
+    t["final_acc"] = 0.9
+    return t.drop(columns=["cs", "ps"])
+
+
+def _eval_sim(tmp_path, claims, runs, config=None):
+    config = config or rf.CONFIG
+    pub = wfpublished.load(config, _published_with(tmp_path, claims))
+    return wfclaims.evaluate(pub, config, {"sgp_sim": runs, "sgp": runs}, {})
+
+
+def test_a_setting_that_cannot_show_the_mechanism_is_not_comparable(tmp_path):
+    """Same numbers (SGP 0.6x AR-SGD's epoch): judged when AR-SGD communicates 40 % of its epoch,
+    refused with the share in the reason when it communicates 10 %; and on real ranks of a local
+    launch the network check refuses whatever the share (loopback)."""
+    mech = {"text": "slow network", "requires": [{"check": "network"},
+                                                 {"check": "comm_share", "side": "b", "min": 0.25}]}
+    c = claim(experiment="sgp_sim", mechanism=mech)
+
+    def runs(share):
+        return _timed([("sgp_1peer", 4, "none", s, 0.3 + 0.01 * s, 0.2, 0.8) for s in (1, 2, 3)]
+                      + [("allreduce_sgd", 4, "none", s, 0.5 + 0.01 * s, share, 0.6) for s in (1, 2, 3)])
+    ok = _eval_sim(tmp_path, [c], runs(0.4)).iloc[0]
+    assert ok["status"] == "reproduced" and ok["mechanism"] == "slow network"
+    low = _eval_sim(tmp_path, [c], runs(0.1)).iloc[0]
+    assert low["status"] == "not comparable"
+    assert "communication is 10% of allreduce_sgd's epoch time (< 25%)" in low["reason"]
+    assert "measured 0.6" in low["reason"] and math.isnan(low["ci_low"])
+    real = _eval_sim(tmp_path, [claim(mechanism=mech)], runs(0.9)).iloc[0]  # experiment sgp: real ranks
+    assert real["status"] == "not comparable" and "loopback" in real["reason"]
+
+
+def test_a_straggler_claim_needs_compute_bound_steps(tmp_path):
+    """compute_share reads the side's runs without straggler: 19 % compute -> refused ("a straggler
+    cannot matter"), 60 % -> judged."""
+    cfg = copy.deepcopy(rf.CONFIG)
+    cfg["experiments"]["sgp_sim"]["stragglers"] = ["none", "slow1x4"]
+    mech = {"text": "slow worker", "requires": [{"check": "compute_share", "side": "b", "min": 0.4}]}
+    c = claim(experiment="sgp_sim", mechanism=mech, where={"stragglers": ["slow1x4"]})
+
+    def runs(share):
+        return _timed([(m, 4, st, s, t * (1 + 0.01 * s), 0.1, share) for s in (1, 2, 3)
+                       for m, st, t in (("sgp_1peer", "none", 0.3), ("allreduce_sgd", "none", 0.5),
+                                        ("sgp_1peer", "slow1x4", 0.35), ("allreduce_sgd", "slow1x4", 1.2))])
+    refused = _eval_sim(tmp_path, [c], runs(0.19), cfg).iloc[0]
+    assert refused["status"] == "not comparable" and "a straggler cannot matter" in refused["reason"]
+    assert "compute is 19% of allreduce_sgd's epoch time without straggler" in refused["reason"]
+    assert _eval_sim(tmp_path, [c], runs(0.6), cfg).iloc[0]["status"] == "reproduced"
+
+
+def test_exact_averaging_makes_an_accuracy_claim_not_comparable(tmp_path):
+    mech = {"text": "approximate averaging", "requires": [{"check": "inexact_averaging", "side": "a"}]}
+    c = claim(metric="final_acc", compare="difference", mechanism=mech,
+              expect={"op": ">=", "value": -1.2, "tolerance": 0.0})
+    runs = runs_table([(m, 4, "none", s, 0.3, 0.9 + 0.001 * s) for s in (1, 2, 3) for m in ("sgp_1peer",
+                                                                                          "allreduce_sgd")])
+    runs["final_consensus_distance"] = 0.0
+    r = evaluate(tmp_path, [c], runs).iloc[0]
+    assert r["status"] == "not comparable" and "averages exactly" in r["reason"]
+    runs["final_consensus_distance"] = 0.05
+    assert evaluate(tmp_path, [c], runs).iloc[0]["status"] == "reproduced"
+
+
+def test_ratio_vs_control_is_the_paired_ratio_of_ratios(tmp_path):
+    """(SGP/AR on the slow network) / (SGP/AR at the control) per seed, then a paired t on the log
+    scale: equal to a hand computation; the control's own a/b is reported beside it."""
+    cfg = copy.deepcopy(rf.CONFIG)
+    cfg["experiments"]["fast"] = copy.deepcopy(cfg["experiments"]["sgp_sim"]) | {"platform": "infiniband_100g"}
+    slow_a, slow_b = [0.30, 0.33, 0.31], [0.50, 0.52, 0.55]
+    fast_a, fast_b = [0.26, 0.27, 0.25], [0.28, 0.27, 0.29]
+    runs = {"sgp_sim": runs_table([("sgp_1peer", 4, "none", s + 1, t, 0.9) for s, t in enumerate(slow_a)]
+                                  + [("allreduce_sgd", 4, "none", s + 1, t, 0.9) for s, t in enumerate(slow_b)]),
+            "fast": runs_table([("sgp_1peer", 4, "none", s + 1, t, 0.9) for s, t in enumerate(fast_a)]
+                               + [("allreduce_sgd", 4, "none", s + 1, t, 0.9) for s, t in enumerate(fast_b)])}
+    c = claim(experiment="sgp_sim", compare="ratio_vs_control", control={"experiment": "fast"})
+    pub = wfpublished.load(cfg, _published_with(tmp_path, [c]))
+    r = wfclaims.evaluate(pub, cfg, runs, {}).iloc[0]
+    x = np.log(np.array(slow_a) / slow_b) - np.log(np.array(fast_a) / fast_b)
+    half = scipy_stats.t.ppf(0.975, 2) * x.std(ddof=1) / math.sqrt(3)
+    assert r["measured"] == pytest.approx(math.exp(x.mean()), rel=1e-12)
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((math.exp(x.mean() - half), math.exp(x.mean() + half)),
+                                                        rel=1e-12)
+    assert r["control_measured"] == pytest.approx(math.exp(np.mean(np.log(np.array(fast_a) / fast_b))), rel=1e-12)
+    assert r["status"] == "reproduced" and r["scale"] == "log" and "fast" in r["control"]
+    with pytest.raises(ConfigError, match="control"):  # the differential needs its control
+        wfpublished.load(cfg, _published_with(tmp_path, [claim(compare="ratio_vs_control")]))
+
+
+def test_gap_only_at_the_published_scale_and_harness_claims_go_to_the_harness_page(tmp_path):
+    runs = runs_table([("sgp_1peer", 4, "none", s, t, 0.9) for s, t in ((1, 0.30), (2, 0.32), (3, 0.34))]
+                      + [("allreduce_sgd", 4, "none", s, t, 0.9) for s, t in ((1, 0.50), (2, 0.52), (3, 0.54))])
+    at32 = claim(published={"value": 0.724, "nodes": [32], "note": "n", "other": "another source: 0.32"})
+    r = evaluate(tmp_path, [at32, claim(id="c2", harness=True, published={"value": 0.724, "note": "n"})], runs)
+    assert math.isnan(r.iloc[0]["gap"]) and "published value is for 32 nodes" in r.iloc[0]["reason"]
+    assert r.iloc[0]["published_other"] == "another source: 0.32" and r.iloc[0]["page"] == "paper"
+    assert not math.isnan(r.iloc[1]["gap"]) and r.iloc[1]["page"] == "harness"
+
+
+def test_a_per_epoch_speed_claim_is_judged_again_on_time_to_accuracy(tmp_path):
+    """SGP's epochs are faster (reproduced) but it needs more of them: time to the target is slower,
+    and the reason says the two measures disagree."""
+    runs = runs_table([("sgp_1peer", 4, "none", s, t, 0.9) for s, t in ((1, 0.30), (2, 0.32), (3, 0.34))]
+                      + [("allreduce_sgd", 4, "none", s, t, 0.9) for s, t in ((1, 0.50), (2, 0.52), (3, 0.54))])
+    runs["time_to_target_s"] = [3.0, 3.3, 3.1, 2.0, 2.1, 2.05]
+    r = evaluate(tmp_path, [claim()], runs).iloc[0]
+    assert r["status"] == "reproduced" and r["tta_status"] == "not reproduced"
+    assert r["tta_measured"] == pytest.approx(math.exp(np.mean(np.log([3.0 / 2.0, 3.3 / 2.1, 3.1 / 2.05]))))
+    assert "time to accuracy disagrees: not reproduced" in r["reason"]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from impls.errors import ConfigError
@@ -118,3 +119,21 @@ def test_bad_platform_and_profile_input():
         resolve(make_config("allreduce_sgd", 4, backend="simgrid", platform={"name": "fat_tree", "rack_size": 4}))
     with pytest.raises(ConfigError, match=r"^platform: only simulated runs"):
         resolve(make_config("allreduce_sgd", 4, platform="ethernet_10g"))
+
+
+def test_profile_jitter_is_seeded_per_rank_and_has_mean_one():
+    """jitter: lognormal step factors of mean 1 and the given coefficient of variation, the same
+    sequence for the same (seed, rank), another for another seed or rank; 0 gives the exact time."""
+    from impls.sim.profiles import Profile, profile_config
+
+    exact = Profile(profile_config({"name": "fixed", "step_ms": 100.0}))
+    assert [exact.step_time(1, 0)(None) for _ in range(3)] == [0.1] * 3
+    p = Profile(profile_config({"name": "fixed", "step_ms": 100.0, "jitter": 0.05}))
+
+    def draw(seed: int, rank: int, k: int = 4000) -> np.ndarray:
+        step = p.step_time(seed, rank)
+        return np.array([step(None) for _ in range(k)])
+    a, b = draw(1, 0), draw(1, 0)
+    assert np.array_equal(a, b) and not np.array_equal(a, draw(2, 0)) and not np.array_equal(a, draw(1, 1))
+    assert a.mean() == pytest.approx(0.1, rel=0.005)  # 4000 draws: se of the mean 0.08 %
+    assert a.std() / a.mean() == pytest.approx(0.05, rel=0.05)

@@ -31,6 +31,16 @@ what that math *costs* (``profile: {name: ...}``):
   all-reduce among 8 hosts of ``ethernet_10g`` as simulated (1273.7 ms):
   ``step_ms`` = 374.3.  SGP (1225 ms) is then a prediction.
 
+``jitter`` (any profile, default 0): the coefficient of variation of one step's compute
+time.  Each rank draws a factor per step from a lognormal of mean 1 with that spread,
+from its own generator seeded by (run seed, rank), so the same seed gives the same times
+and another seed other ones.  Real clusters vary from step to step (clocks, kernels, data
+loading); a synchronous method waits for the slowest of n draws, so jitter costs it more
+as n grows, which a jitter-free simulation cannot show, and without it the simulated time
+of a synchronous method is the same at every seed (intervals over seeds are points).  No
+paper gives the number; 0.02-0.05 is typical of dedicated GPU nodes.  It is not in the
+calibration of the paper profiles (their ``step_ms`` is a mean).
+
 Under a paper profile every message of the algorithm is scaled by (profile model
 bytes / stand-in model bytes), so a compression ratio or a topology keeps its meaning:
 the stand-in's 19 KB model travels as ResNet-50's 102 MB.  The runtime's own control
@@ -42,12 +52,14 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import platform as _platform
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -70,6 +82,7 @@ class ProfileConfig:
     step_ms: float | None = field(default=None, metadata={"gt": 0})  # fixed / paper: compute per step
     model_mb: float | None = field(default=None, metadata={"gt": 0})  # messages scaled to this model size
     sample_us: float | None = field(default=None, metadata={"gt": 0})  # measured: skip the calibration
+    jitter: float = field(default=0.0, metadata={"min": 0, "lt": 1})  # coefficient of variation of a step
 
     def validate(self, key: str) -> None:
         if self.name == "fixed" and self.step_ms is None:
@@ -109,11 +122,19 @@ class Profile:
             return self.sample_s * _rows(batch)
         return self.cfg.step_ms / 1e3
 
+    def step_time(self, seed: int, rank: int) -> Callable[[Any], float]:
+        """This rank's compute time of a step (``step_s`` times its lognormal jitter factor)."""
+        if not self.cfg.jitter:
+            return self.step_s
+        rng = random.Random(f"jitter:{seed}:{rank}")
+        sigma = math.sqrt(math.log1p(self.cfg.jitter ** 2))
+        return lambda batch: self.step_s(batch) * math.exp(rng.gauss(-sigma * sigma / 2, sigma))
+
     def wire_scale(self, model_bytes: int) -> float:
         return 1.0 if self.cfg.model_mb is None else self.cfg.model_mb * 1e6 / model_bytes
 
     def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": "simulated (SimGrid)", "profile": self.cfg.name}
+        d: dict[str, Any] = {"kind": "simulated (SimGrid)", "profile": self.cfg.name, "jitter": self.cfg.jitter}
         if self.cfg.name == "measured":
             d.update(sample_us=self.sample_s * 1e6, calibration=self.calibration)
         else:

@@ -14,7 +14,10 @@ pass region (``expect`` with its tolerance, :func:`pass_region`):
 * ``not reproduced``: it lies entirely outside;
 * ``inconclusive``: it straddles a boundary of the region, or there is no interval (one seed a
   side, or a side with one seed when the seeds differ);
-* ``not comparable``: the experiment, method or setting was not run, every run failed
+* ``not comparable``: the setting cannot show the claim's mechanism (:mod:`distrepro_wf.mechanisms`:
+  e.g. "communication is 3 % of AR-SGD's epoch time", "compute is 19 % of the step, a straggler
+  cannot matter", "1-peer SGP averages exactly at n=2"; the measured value is in the reason, not
+  judged), the experiment, method or setting was not run, every run failed
   ("every run failed: ... (seed 1: diverged: ...)"), no run completed, the metric is missing
   (e.g. target accuracy never reached), a ratio's values are not all positive (no log, the
   statistic is undefined), or, for an absolute number, the run's workload / node count differs
@@ -31,6 +34,15 @@ A claim's overall status (:func:`summarize`): "not reproduced" if any setting is
 every comparable setting is (and there is one), "not comparable" if none is comparable, else
 "inconclusive"; it is provisional when a provisional setting takes part in that verdict (any
 comparable setting is provisional, unless a non-provisional setting is not reproduced).
+
+Controls and the second measure.  A claim with a ``control`` (the fast network, no straggler)
+shows the same comparison there (``control_*``); ``compare: ratio_vs_control`` judges the
+mechanism differentially, (a/b here) / (a/b at the control), per seed (a paired t interval on
+the log scale when both settings ran the same seeds).  A per-epoch speed claim is judged again on
+time to the target (MLPerf's measure, ``tta_*``) and the reason says when the two disagree.
+The published value is one source's number (``published.other`` says what another source says,
+shown, never averaged); the ``gap`` is shown only at the published scale (``published.nodes``).
+A ``harness: true`` claim checks the harness itself and is shown on the harness page.
 
 Each row also carries the estimate (``measured``: the geometric mean of the per-seed ratios, the
 mean difference, the mean value), the interval and its method, ``p_a_beats_b`` (the t posterior
@@ -49,6 +61,7 @@ import pandas as pd
 from .catalogue import METRICS, Metric
 from .config import expand
 from .published import Published
+from . import mechanisms
 from .stats import interval, nonpositive, p_between
 
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
@@ -112,7 +125,8 @@ def shown_status(status: str, provisional: Any) -> str:
 
 def expect_text(expect: dict[str, Any], compare: str) -> str:
     op, v, tol = expect["op"], expect["value"], expect["tolerance"]
-    what = {"ratio": "a/b", "difference": "a-b", "value": "a", "absolute": "a"}[compare]
+    what = {"ratio": "a/b", "ratio_vs_control": "(a/b) / (a/b at the control)", "difference": "a-b", "value": "a",
+            "absolute": "a"}[compare]
     t = f" (tolerance {tol:g})" if tol else ""
     if op == "between":
         return f"{what} in [{v[0]:g}, {v[1]:g}]{t}"
@@ -198,25 +212,97 @@ def _side(runs: pd.DataFrame, failed: pd.DataFrame | None, grid: pd.DataFrame, s
     return values, f"no completed run of {m} at n={n}, {st}", ""
 
 
-COLUMNS = ["claim", "paper", "experiment", "statement", "metric", "unit", "compare", "nodes", "straggler", "status",
-           "provisional", "reason", "measured", "ci_low", "ci_high", "interval", "df", "p_a_beats_b", "wins", "p_pass",
-           "seeds_a", "seeds_b", "published", "gap", "expected", "published_note", "sources"]
+COLUMNS = ["claim", "paper", "page", "experiment", "statement", "mechanism", "metric", "unit", "compare", "scale",
+           "nodes", "straggler", "setting", "status", "provisional", "reason", "measured", "ci_low", "ci_high",
+           "interval", "df", "p_a_beats_b", "wins", "p_pass", "seeds_a", "seeds_b", "pass_low", "pass_high",
+           "control", "control_measured", "control_low", "control_high", "tta_measured", "tta_low", "tta_high",
+           "tta_status", "published", "published_nodes", "gap", "expected", "published_note", "published_other",
+           "sources"]
+#: speed claims stated per epoch are also judged on time to the target (MLPerf's measure), shown beside
+SECONDARY = {"time_per_epoch_s": "time_to_target_s"}
 
 
 def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggler: Any = None, **kw: Any) -> dict:
     m = METRICS[c["metric"]]
-    unit = "x" if c["compare"] == "ratio" else (("pt" if m.unit == "%" else m.unit) if c["compare"] == "difference"
-                                              else m.unit)
+    ratio = c["compare"] in ("ratio", "ratio_vs_control")
+    unit = "x" if ratio else (("pt" if m.unit == "%" else m.unit) if c["compare"] == "difference" else m.unit)
     pub = c.get("published", {})
-    row = {"claim": c["id"], "paper": c["paper"], "experiment": c["experiment"], "statement": c["statement"],
-           "metric": c["metric"], "unit": unit, "compare": c["compare"], "nodes": nodes, "straggler": straggler,
-           "status": status, "provisional": "", "reason": reason, "measured": math.nan, "ci_low": math.nan,
-           "ci_high": math.nan, "interval": "", "df": math.nan, "p_a_beats_b": math.nan, "wins": "",
-           "p_pass": math.nan, "seeds_a": 0, "seeds_b": 0, "published": pub.get("value"), "gap": math.nan,
+    lo, _, hi, _ = pass_region(c["expect"])
+    row = {"claim": c["id"], "paper": c["paper"], "page": "harness" if c.get("harness") else "paper",
+           "experiment": c["experiment"], "statement": c["statement"],
+           "mechanism": (c.get("mechanism") or {}).get("text", ""), "metric": c["metric"], "unit": unit,
+           "compare": c["compare"], "scale": "log" if ratio else "linear", "nodes": nodes, "straggler": straggler,
+           "setting": "", "status": status, "provisional": "", "reason": reason, "measured": math.nan,
+           "ci_low": math.nan, "ci_high": math.nan, "interval": "", "df": math.nan, "p_a_beats_b": math.nan,
+           "wins": "", "p_pass": math.nan, "seeds_a": 0, "seeds_b": 0, "pass_low": lo, "pass_high": hi,
+           "control": _control_text(c), "control_measured": math.nan, "control_low": math.nan,
+           "control_high": math.nan, "tta_measured": math.nan, "tta_low": math.nan, "tta_high": math.nan,
+           "tta_status": "", "published": pub.get("value"),
+           "published_nodes": " ".join(map(str, pub.get("nodes", []))), "gap": math.nan,
            "expected": expect_text(c["expect"], c["compare"]), "published_note": pub.get("note", ""),
-           "sources": " ".join(c["sources"])}
+           "published_other": pub.get("other", ""), "sources": " ".join(c["sources"])}
     row.update(kw)
     return row
+
+
+def _control_text(c: dict[str, Any]) -> str:
+    ctl = c.get("control")
+    if not ctl:
+        return ""
+    parts = [f"{k} {v}" for k, v in ctl.items()]
+    return "the same comparison at " + ", ".join(parts)
+
+
+def setting_text(config: dict[str, Any], experiment: str, nodes: int, straggler: str) -> str:
+    """'32 nodes, no straggler; simulated ethernet_10g, resnet50_v100x8 profile' (the report's 'our setting')."""
+    exp = config["experiments"][experiment]
+    st = "no straggler" if straggler == "none" else f"straggler {straggler}"
+    if exp.get("backend") == "simgrid":
+        name = lambda v: v if isinstance(v, str) else (v or {}).get("name")  # noqa: E731
+        where = (f"simulated {name(exp.get('platform')) or 'ethernet_10g'}, "
+                 f"{name(exp.get('profile')) or 'measured'} profile")
+    else:
+        where = "real ranks on this machine"
+    return f"{nodes} nodes, {st}; {where} ({experiment}, {exp['workload']})"
+
+
+def _sides(c: dict[str, Any], table: pd.DataFrame, failed: pd.DataFrame | None, grid: pd.DataFrame, nodes: int,
+           straggler: str, metric: Metric) -> tuple[dict[str, pd.Series], list[str], list[str]]:
+    """Values by seed of each side at one setting, the problems (not comparable) and notes."""
+    sides = {"a": c["a"]} | ({"b": c["b"]} if "b" in c else {})
+    vals, problems, notes = {}, [], []
+    for side, sel in sides.items():
+        vals[side], problem, note = _side(table, failed, grid, sel, nodes, straggler, metric)
+        problems += [problem] if problem else []
+        notes += [note] if note else []
+    if c["compare"] in ("ratio", "ratio_vs_control") and not problems:
+        bad = [f"{k} = {sides[k]['method']} is <= 0 at seed(s) {', '.join(map(str, nonpositive(v)))}"
+               for k, v in vals.items() if nonpositive(v)]
+        if bad:
+            problems.append(f"statistic undefined: a ratio needs positive values ({'; '.join(bad)})")
+    return vals, problems, notes
+
+
+def _control_setting(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str) -> tuple[str, int, str]:
+    ctl = c.get("control") or {}
+    return ctl.get("experiment", c["experiment"]), int(ctl.get("nodes", nodes)), ctl.get("straggler", straggler)
+
+
+def _stat(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.DataFrame],
+          failed: dict[str, pd.DataFrame], nodes: int, straggler: str, metric: Metric,
+          control: bool = False) -> tuple[Any, list[str], list[str], dict[str, int]]:
+    """(interval or None, problems, notes, seeds) of the claim's statistic at a setting (or its control);
+    ``seeds["paired"]`` says whether both sides ran the same seeds."""
+    e, n, st = _control_setting(c, config, nodes, straggler) if control else (c["experiment"], nodes, straggler)
+    if e not in config["experiments"]:
+        return None, [f"control experiment {e!r} not in config"], [], {"seeds_a": 0, "seeds_b": 0, "paired": True}
+    vals, problems, notes = _sides(c, runs.get(e, pd.DataFrame()), failed.get(e), _grid(config, e), n, st, metric)
+    seeds = {"seeds_a": len(vals["a"]), "seeds_b": len(vals.get("b", ())),
+             "paired": "b" not in vals or sorted(vals["a"].index) == sorted(vals["b"].index)}
+    if problems:
+        return None, problems, notes, seeds
+    cmp = "ratio" if c["compare"] == "ratio_vs_control" else c["compare"]
+    return interval(cmp, vals["a"], vals.get("b"), metric.higher_is_better), problems, notes, seeds
 
 
 def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.DataFrame],
@@ -246,45 +332,83 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
     table = runs.get(e, pd.DataFrame())
     out = []
     for nodes, straggler in settings:
-        sides = {"a": c["a"]} | ({"b": c["b"]} if "b" in c else {})
-        vals, problems, notes = {}, [], []
-        for side, sel in sides.items():
-            vals[side], problem, note = _side(table, failed.get(e), grid, sel, nodes, straggler, metric)
-            problems += [problem] if problem else []
-            notes += [note] if note else []
-        seeds = {"seeds_a": len(vals["a"]), "seeds_b": len(vals.get("b", ()))}
+        where = {"setting": setting_text(config, e, nodes, straggler)}
+        iv, problems, notes, seeds = _stat(c, config, runs, failed, nodes, straggler, metric)
+        paired = seeds.pop("paired")
+        ctl = None
+        if c.get("control"):
+            ctl, cproblems, _, _ = _stat(c, config, runs, failed, nodes, straggler, metric, control=True)
+            if ctl is not None:
+                where.update(control_measured=ctl.estimate, control_low=ctl.low, control_high=ctl.high)
+            elif c["compare"] == "ratio_vs_control":
+                problems += [f"control: {p}" for p in cproblems]
         if problems:
-            out.append(_row(c, NOT_COMPARABLE, "; ".join(problems + notes), nodes, straggler, **seeds))
+            out.append(_row(c, NOT_COMPARABLE, "; ".join(problems + notes), nodes, straggler, **seeds, **where))
             continue
-        a, b = vals["a"], vals.get("b")
-        if c["compare"] == "ratio":
-            bad = [f"{k} = {sides[k]['method']} is <= 0 at seed(s) {', '.join(map(str, nonpositive(v)))}"
-                   for k, v in vals.items() if nonpositive(v)]
-            if bad:
-                out.append(_row(c, NOT_COMPARABLE, "; ".join([f"statistic undefined: a ratio needs positive values "
-                                                              f"({'; '.join(bad)})"] + notes),
-                                nodes, straggler, **seeds))
-                continue
-        iv = interval(c["compare"], a, b, metric.higher_is_better)
+        if c["compare"] == "ratio_vs_control":
+            iv = _versus_control(c, config, runs, nodes, straggler, metric)
+        mech = mechanisms.check(c, config, table, nodes, straggler)
+        if mech:
+            ci = f" [{iv.low:.3g}, {iv.high:.3g}]" if iv.method else ""
+            out.append(_row(c, NOT_COMPARABLE, f"the setting cannot show the mechanism: {mech} (measured "
+                                               f"{iv.estimate:.3g}{ci}, not judged)", nodes, straggler,
+                            **seeds, **where))
+            continue
+        a_n, b_n = seeds["seeds_a"], seeds["seeds_b"]
         if not iv.method:
-            paired = b is None or sorted(a.index) == sorted(b.index)
-            notes.insert(0, ("no interval: one seed" + (" a side" if b is not None else "")) if paired else
-                         f"no interval: the sides ran different seeds (a {len(a)}, b {len(b)}) and Welch's t needs "
+            notes.insert(0, ("no interval: one seed" + (" a side" if b_n else "")) if paired else
+                         f"no interval: the sides ran different seeds (a {a_n}, b {b_n}) and Welch's t needs "
                          f">= 2 a side")
         provisional = iv.n < MIN_SEEDS
         if provisional:
-            which = ("" if b is None else " a side" if sorted(a.index) == sorted(b.index) else " on the smaller side")
+            which = "" if not b_n else " a side" if paired else " on the smaller side"
             notes.insert(0, f"provisional: {iv.n} seed{'s' if iv.n != 1 else ''}{which}, fewer than {MIN_SEEDS}")
         if iv.se == 0 and iv.n >= 2:
             notes.append("zero spread: every seed gives the same value, the interval is the point")
         r = pass_region(c["expect"])
         p_pass = (float(_passes(iv.estimate, c["expect"])) if iv.se == 0 else p_between(iv, r[0], r[2]))
-        pub = (c.get("published") or {}).get("value")
-        out.append(_row(c, verdict(iv.low, iv.high, c["expect"]), "; ".join(notes), nodes, straggler,
+        status = verdict(iv.low, iv.high, c["expect"])
+        where.update(_secondary(c, config, runs, failed, nodes, straggler, status, notes))
+        pub = c.get("published") or {}
+        at_scale = pub.get("value") is not None and (not pub.get("nodes") or nodes in pub["nodes"])
+        if pub.get("value") is not None and not at_scale:
+            notes.append(f"no gap: the published value is for {', '.join(map(str, pub['nodes']))} nodes")
+        out.append(_row(c, status, "; ".join(notes), nodes, straggler,
                         provisional="yes" if provisional else "", measured=iv.estimate, ci_low=iv.low,
                         ci_high=iv.high, interval=iv.method, df=iv.df, p_a_beats_b=iv.p_a_beats_b, wins=iv.wins,
-                        p_pass=p_pass, gap=iv.estimate - pub if pub is not None else math.nan, **seeds))
+                        p_pass=p_pass, gap=iv.estimate - pub["value"] if at_scale else math.nan, **seeds, **where))
     return out
+
+
+def _versus_control(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.DataFrame], nodes: int,
+                    straggler: str, metric: Metric) -> Any:
+    """(a/b at the setting) / (a/b at the control): per seed the two ratios, then the paired (or Welch)
+    t interval of their ratio on the log scale (:func:`distrepro_wf.stats.interval`)."""
+    def ratios(e: str, n: int, st: str) -> pd.Series:
+        a = _select(runs.get(e), c["a"], n, st).set_index("seed")[metric.column].astype(float)
+        b = _select(runs.get(e), c["b"], n, st).set_index("seed")[metric.column].astype(float)
+        return (a / b).dropna()
+    here = ratios(c["experiment"], nodes, straggler)
+    there = ratios(*_control_setting(c, config, nodes, straggler))
+    return interval("ratio", here, there, metric.higher_is_better)
+
+
+def _secondary(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.DataFrame],
+               failed: dict[str, pd.DataFrame], nodes: int, straggler: str, status: str, notes: list[str]) -> dict:
+    """A per-epoch speed claim judged again on time to the target (``tta_*`` columns); a note when
+    the two measures disagree."""
+    other = SECONDARY.get(c["metric"])
+    if other is None or c["compare"] not in ("ratio", "difference"):
+        return {}
+    alt = {**c, "metric": other}
+    iv, problems, _, _ = _stat(alt, config, runs, failed, nodes, straggler, METRICS[other])
+    if iv is None:
+        return {"tta_status": NOT_COMPARABLE}
+    st = verdict(iv.low, iv.high, c["expect"])
+    if st != status:
+        notes.append(f"time to accuracy disagrees: {st} ({iv.estimate:.3g}"
+                     + (f" [{iv.low:.3g}, {iv.high:.3g}]" if iv.method else "") + ")")
+    return {"tta_measured": iv.estimate, "tta_low": iv.low, "tta_high": iv.high, "tta_status": st}
 
 
 def evaluate(published: Published, config: dict[str, Any], runs: dict[str, pd.DataFrame],

@@ -174,7 +174,15 @@ def load_numbers(path: Path, sources: pd.DataFrame | None = None, pages: Iterabl
 def _check_shape(c: dict[str, Any], where: str) -> None:
     """What the schema leaves to us: which keys go with which comparison."""
     cmp = c["compare"]
-    if cmp in ("ratio", "difference") and not c.get("b"):
+    if cmp == "ratio_vs_control" and not c.get("control"):
+        raise ConfigError(f"{where}.control", "compare 'ratio_vs_control' needs the control setting: "
+                                              "control: {experiment: ..., straggler: ..., nodes: ...}")
+    for r in (c.get("mechanism") or {}).get("requires", []):
+        if r["check"] in ("comm_share", "compute_share") and ("side" not in r or "min" not in r):
+            raise ConfigError(f"{where}.mechanism.requires", f"check {r['check']!r} needs side (a or b) and min")
+        if r.get("side") == "b" and not c.get("b"):
+            raise ConfigError(f"{where}.mechanism.requires", f"check {r['check']!r} names side b; the claim has one side")
+    if cmp in ("ratio", "ratio_vs_control", "difference") and not c.get("b"):
         raise ConfigError(f"{where}.b", f"compare {cmp!r} needs the second side b: {{method: ...}}")
     if cmp in ("value", "absolute") and "b" in c:
         raise ConfigError(f"{where}.b", f"compare {cmp!r} has one side (a); remove b or use ratio / difference")
@@ -258,7 +266,8 @@ def _check_names(c: dict[str, Any], where: str, config: dict[str, Any], known: _
         if st is not None and st not in stragglers:
             why = _check_straggler(st, f"{where}.{side}.straggler", stragglers, known)  # a typo raises
             reason = reason or why
-    for st in c.get("where", {}).get("stragglers", []):
+    ctl = (c.get("control") or {}).get("straggler")
+    for st in c.get("where", {}).get("stragglers", []) + ([ctl] if ctl else []):
         if st not in stragglers:
             why = _check_straggler(st, f"{where}.where.stragglers", stragglers, known)
             reason = reason or why

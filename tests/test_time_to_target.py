@@ -142,3 +142,16 @@ def test_one_evaluation_per_epoch_logs_no_eval_records(tmp_path):
     assert not [r for r in recs if r["kind"] == "eval"]
     _, tables = read_run(out)
     assert list(tables.evals["step"]) == [10, 20] and np.isfinite(tables.evals["acc/val"]).all()
+
+
+def test_a_resumed_run_keeps_its_evaluation_points_once(tmp_path):
+    """The checkpoint carries the metrics text, eval records included: a run resumed from
+    its last checkpoint has the same points (and no second starting point)."""
+    cfg = make_config("allreduce_sgd", 2, backend="simgrid", platform="ethernet_10g",
+                      profile={"name": "fixed", "step_ms": 10}, workload={"evals_per_epoch": 2, "epochs": 2})
+    simulate(cfg, tmp_path / "out", tmp_path / "ckpt")
+    before = (tmp_path / "out" / "metrics" / "rank0.jsonl").read_text()
+    simulate(cfg, tmp_path / "out", tmp_path / "ckpt")  # every epoch is checkpointed: nothing left to run
+    after = (tmp_path / "out" / "metrics" / "rank0.jsonl").read_text()
+    assert after == before and json.loads((tmp_path / "out" / "runinfo.json").read_text())["resumed_from_epoch"] == 1
+    assert [json.loads(x)["step"] for x in after.splitlines() if '"eval"' in x] == [0, 5, 15]

@@ -1,14 +1,25 @@
 """Metrics as JSONL with namespaced keys.
 
-One file per rank, one JSON object per line.  Every record has ``kind`` (``step``
-or ``epoch``), ``rank``, ``epoch`` and ``step``; the measured values use namespaced
-keys ``<namespace>/<name>``:
+One file per rank, one JSON object per line.  Every record has ``kind``, ``rank``,
+``epoch`` and ``step``; the kinds:
+
+* ``step``: one training step of this rank (``step``: its global step index);
+* ``epoch``: the end of an epoch, with its evaluation (``step``: ``(epoch + 1) *
+  steps_per_epoch``) and the epoch's sums of the step times and traffic;
+* ``eval``: an evaluation point inside training (workload ``evals_per_epoch > 1``): one
+  before the first step (``step`` 0, ``time/wall_s`` 0) and ``evals_per_epoch - 1``
+  evenly spaced ones inside each epoch (``step``: the steps taken by then), with the
+  evaluation's keys and ``time/wall_s`` (when its parameters were reached), written by
+  the evaluating ranks only (``eval_ranks``).  With the epoch records they make the
+  run's evaluation series, which time to target is interpolated on.
+
+The measured values use namespaced keys ``<namespace>/<name>``:
 
 =========================  ===========================================================
 ``loss/train``             training loss (step: this batch; epoch: mean over steps)
-``loss/val``, ``acc/val``  validation loss and top-1 accuracy (epoch records; classification)
-``loss/objective``         full objective F(x) (epoch records; finite_sum task)
-``opt/gap``                suboptimality F(x) - F(x*) (epoch records; finite_sum task)
+``loss/val``, ``acc/val``  validation loss and top-1 accuracy (epoch, eval records; classification)
+``loss/objective``         full objective F(x) (epoch, eval records; finite_sum task)
+``opt/gap``                suboptimality F(x) - F(x*) (epoch, eval records; finite_sum task)
 ``opt/lr``                 the step's learning rate
 ``time/compute_s``         forward + backward wall time
 ``time/straggler_delay_s`` emulated straggler sleep (:mod:`impls.straggler`)

@@ -177,6 +177,10 @@ class Algorithm:
     # 6
     @contextlib.contextmanager
     def eval_params(self) -> Iterator[nn.Module]:
+        """The model to evaluate, on every rank at each evaluation point.  It may run a
+        collective under a synchronous schedule (all ranks reach a point together); under a
+        barrier-free one (``shared_epochs``) it must stay local: workers evaluate mid-epoch
+        (workload ``evals_per_epoch``) whenever each reaches a point."""
         yield self.model
 
     def epoch_end(self, epoch: int) -> dict[str, float]:

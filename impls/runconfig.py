@@ -56,6 +56,9 @@ class WorkloadConfig:
     schedule: dict[str, Any] = field(default_factory=dict)
     target: dict[str, Any] | None = None  # {metric: acc/val, value: 0.9}: time / epochs / bytes to reach it
     eval_ranks: str = field(default="all", metadata={"choices": ("all", "zero")})
+    # evaluation points per epoch: k > 1 adds k - 1 evenly spaced ones inside each epoch and
+    # one before the first step, for a finer time to target (synchronous and AD-PSGD schedules)
+    evals_per_epoch: int = field(default=1, metadata={"min": 1})
     max_steps_per_epoch: int | None = field(default=None, metadata={"min": 1})
     loader_workers: int = field(default=0, metadata={"min": 0})
 

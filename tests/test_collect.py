@@ -20,7 +20,7 @@ import pytest
 from conftest import make_config
 
 from distrepro_wf import runs, session
-from distrepro_wf.collect import collect, failure_summary, summarize, write_atomic
+from distrepro_wf.collect import KEYS, collect, failure_summary, summarize, write_atomic
 from impls.metrics import MetricsWriter
 from impls.runtime import trainer
 
@@ -42,6 +42,9 @@ EPOCHS = {
 }
 
 
+STEP_BYTES = {0: 25.0, 1: 50.0}  # per step: 37.5 for the mean rank; the rest of an epoch's bytes at its end
+
+
 def run_cfg(seed: int, target_acc: float = 0.7) -> dict:
     return make_config("allreduce_sgd", 2, seed=seed, experiment="exp",
                        workload={"target": {"metric": "acc/val", "value": target_acc}})
@@ -55,14 +58,16 @@ def write_run(root: Path, seed: int, target_acc: float = 0.7) -> Path:
     for rank in (0, 1):
         w = MetricsWriter(run / "metrics" / f"rank{rank}.jsonl", rank)
         for epoch in (0, 1):
-            for s in range(STEPS):  # step records: collect aggregates epoch records only
-                w.write("step", epoch, epoch * STEPS + s, {"loss/train": 9.0, "time/wall_s": 0.0})
+            for s in range(STEPS):  # step records: only their bytes enter the tables (bytes to target)
+                w.write("step", epoch, epoch * STEPS + s, {"loss/train": 9.0, "time/wall_s": 0.0,
+                                                           "comm/bytes_sent": STEP_BYTES[rank]})
             w.write("epoch", epoch, (epoch + 1) * STEPS, EPOCHS[rank, epoch])
         w.close()
     (run / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True))
     (run / "provenance.json").write_text(json.dumps({
         "config_hash": "abc", "git_commit": "0123abc", "host": "h", "started_at": "2026-01-01T00:00:00",
-        "versions": {"torch": "2.14.1", "python": "3.11"}}))
+        "versions": {"torch": "2.14.1", "python": "3.11"}, "world": 2,
+        "ranks": [{"rank": 0, "host": "h"}, {"rank": 1, "host": "h"}]}))
     (run / "runinfo.json").write_text(json.dumps({"world": 2, "steps_per_epoch": STEPS, "params": 10,
                                                   "resumed_from_epoch": None}))
     runs.write_run_configs({str(run_dir): cfg})
@@ -82,7 +87,7 @@ def tree(tmp_path):
 
 def test_rank_aggregation_and_summary_exact(tree):
     launch, _ = tree
-    ep, rn, fl = collect([launch])
+    ep, rn, fl, ev = collect([launch])
     assert fl.empty and len(rn) == 2
     e = ep[ep["seed"] == 1].set_index("epoch")
     # means over ranks: losses, accuracy, bytes, consensus; max over ranks: times; min: acc/val_min
@@ -104,9 +109,22 @@ def test_rank_aggregation_and_summary_exact(tree):
     assert r["bytes_sent_per_epoch"] == 200.0 and r["bytes_per_step"] == 50.0
     assert r["comm_s_per_epoch"] == 0.75 and r["straggler_delay_s_per_epoch"] == 1.5
     assert r["final_consensus_distance"] == 0.125
-    # target 0.7: mean accuracy 0.5625 after epoch 0, 0.8125 after epoch 1 -> reached in epoch 1
-    assert r["epochs_to_target"] == 2 and r["time_to_target_s"] == 7.5 and r["bytes_to_target"] == 400.0
+    # target 0.7: mean accuracy 0.5625 after epoch 0 (step 4, 3.5 s), 0.8125 after epoch 1 (step 8,
+    # 7.5 s) -> met 0.55 of the way: step 6.2, 5.7 s; bytes: epoch 0's 200, then 37.5 per step of epoch 1
+    assert r["steps_to_target"] == pytest.approx(6.2) and r["time_to_target_s"] == pytest.approx(5.7)
+    assert r["epochs_to_target"] == pytest.approx(6.2 / STEPS)
+    assert r["bytes_to_target"] == pytest.approx(200.0 + 2.2 * 37.5)
+    assert r["reached_target"] and not r["target_at_first_eval"] and r["tta_evals"] == 1
     assert r["steps_per_epoch"] == STEPS and r["git_commit"] == "0123abc" and r["status"] == "ok"
+    # the breakdown: means over ranks (not EPOCH's maxima) and epochs; the rest is "other"
+    assert (r["bd_compute_s"], r["bd_comm_s"], r["bd_straggler_s"]) == (1.375, 0.5625, 0.75)
+    assert r["bd_other_s"] == 3.5 - 1.375 - 0.5625 - 0.75 and r["comm_share"] == 0.5625 / 3.5
+    assert r["compute_share"] == 1.375 / 3.5 and r["network"] == "loopback (one host)" and r["hosts"] == 1
+    # no eval records (evals_per_epoch 1): the evaluation series is the epoch ends
+    v = ev[ev["seed"] == 1]
+    assert list(v["step"]) == [4, 8] and list(v["epoch_f"]) == [1.0, 2.0] and list(v["time/wall_s"]) == [3.5, 7.5]
+    assert list(v["acc/val"]) == [0.5625, 0.8125] and list(v["loss/val"]) == [2.0, 1.5]
+    assert list(ev.columns[:5]) == KEYS and len(ev) == 4
 
 
 def test_target_reached_in_first_epoch_and_never(tmp_path):
@@ -114,9 +132,11 @@ def test_target_reached_in_first_epoch_and_never(tmp_path):
     launch = tmp_path / "n2.json"
     launch.write_text(json.dumps({"members": [{"run": str(first)}, {"run": str(never)}]}))
     rn = collect([launch])[1].set_index("seed")
+    # met at the first evaluation point: no earlier one to interpolate from, so its values, marked
     assert rn.loc[1, "epochs_to_target"] == 1 and rn.loc[1, "time_to_target_s"] == 3.5
-    assert rn.loc[1, "bytes_to_target"] == 200.0
-    assert rn.loc[2, ["epochs_to_target", "time_to_target_s", "bytes_to_target"]].isna().all()
+    assert rn.loc[1, "bytes_to_target"] == 200.0 and rn.loc[1, "target_at_first_eval"]
+    assert rn.loc[2, ["epochs_to_target", "time_to_target_s", "bytes_to_target", "steps_to_target"]].isna().all()
+    assert rn.loc[1, "reached_target"] and not rn.loc[2, "reached_target"]
 
 
 def _truncate(p: Path) -> None:
@@ -153,12 +173,12 @@ DAMAGE = [
 @pytest.mark.parametrize("damage,reason", [c[1:] for c in DAMAGE], ids=[c[0] for c in DAMAGE])
 def test_damaged_run_is_a_failed_row_kept_and_retried(tree, damage, reason):
     launch, (good, bad) = tree
-    ep0, rn0, _ = collect([launch])
+    ep0, rn0, _, _ = collect([launch])
     token0 = runs.launch_retry_token(launch)
     files_before = {p: p.read_bytes() for p in bad.rglob("*") if p.is_file()}
     damage(bad)
     left = {p for p in files_before if p.exists()}
-    ep, rn, fl = collect([launch])  # never raises
+    ep, rn, fl, _ = collect([launch])  # never raises
     # the damaged run: one failed row, kind damaged, naming the file
     assert list(fl["seed"]) == [2] and list(fl["kind"]) == ["damaged"], fl
     assert fl["reason"][0].startswith(reason), fl["reason"][0]
@@ -314,13 +334,16 @@ def test_failure_summary(tmp_path):
 
 
 def test_a_target_on_a_lower_is_better_metric_is_reached_from_above():
-    """A finite-sum run's target names opt/gap: reached at the first epoch whose gap is <= it."""
-    t = pd.DataFrame({"epoch": [0, 1, 2, 3], "opt/gap": [1e-1, 5e-4, 8e-5, 2e-5], "loss/train": [1.0, 0.5, 0.4, 0.3],
+    """A finite-sum run's target names opt/gap: met between the last epoch whose gap is above
+    it and the first at or below it (no evaluation series: the epoch ends are its points)."""
+    t = pd.DataFrame({"epoch": [0, 1, 2, 3], "opt/gap": [0.5, 0.375, 0.125, 0.0625], "loss/train": [1.0, 0.5, 0.4, 0.3],
                       "loss/objective": [2.0, 1.9, 1.8, 1.8], "time/wall_s": [1.0, 2.0, 3.0, 4.0],
                       "time/epoch_s": [1.0] * 4, "comm/bytes_sent": [10.0, 20.0, 30.0, 40.0]})
-    info = {"target_metric": "opt/gap", "target_value": 1e-4, "steps_per_epoch": 5}
+    info = {"target_metric": "opt/gap", "target_value": 0.25, "steps_per_epoch": 5}
     row = summarize(info, t)
-    assert (row["epochs_to_target"], row["time_to_target_s"], row["bytes_to_target"]) == (3, 3.0, 60.0)
-    assert row["final_gap"] == 2e-5 and row["final_objective"] == 1.8 and pd.isna(row["final_acc"])
+    # halfway from epoch 2's end (gap 0.375: step 10, 2 s, 30 B) to epoch 3's (0.125: step 15, 3 s, 60 B)
+    assert (row["epochs_to_target"], row["time_to_target_s"], row["bytes_to_target"]) == (2.5, 2.5, 45.0)
+    assert row["steps_to_target"] == 12.5 and row["tta_evals"] == 1
+    assert row["final_gap"] == 0.0625 and row["final_objective"] == 1.8 and pd.isna(row["final_acc"])
     never = summarize({**info, "target_value": 1e-6}, t)
-    assert pd.isna(never["epochs_to_target"]) and pd.isna(never["time_to_target_s"])
+    assert pd.isna(never["epochs_to_target"]) and pd.isna(never["time_to_target_s"]) and not never["reached_target"]

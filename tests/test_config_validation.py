@@ -49,6 +49,8 @@ def test_default_config_is_valid(cfg):
      "allowed keys: broadcast_buffers, bucket_mb"),
     (lambda c: c["workloads"]["digits_mlp"]["optimizer"].__setitem__("lr", "fast"),
      "workloads.digits_mlp.optimizer.lr", "expected a number"),
+    (lambda c: c["workloads"]["digits_mlp"].__setitem__("evals_per_epoch", 0),
+     "workloads.digits_mlp.evals_per_epoch", "minimum of 1"),
     (lambda c: c["launcher"].__setitem__("kind", "mpi"), "launcher.kind", "local, slurm"),
     # checked by constructing the algorithm at every configured node count (here: 2 ranks)
     (lambda c: c["experiments"]["baseline"]["methods"].update(

@@ -220,6 +220,18 @@ def run_plan(entries: list[dict[str, str]], backend: str = "auto") -> None:
         group.close()
 
 
+def eval_marks(steps_per_epoch: int, evals_per_epoch: int) -> list[int]:
+    """The steps into an epoch after which its ``evals_per_epoch - 1`` mid-epoch evaluations
+    fall, evenly spaced (the epoch's end is the last evaluation point, as always).
+
+    Time to target is read between evaluation points (``distrepro_wf.collect``
+    interpolates), so more points make it finer; an epoch with fewer steps than points
+    has one point per step at most (duplicates and the epoch's ends are dropped).
+    """
+    marks = {round(j * steps_per_epoch / evals_per_epoch) for j in range(1, evals_per_epoch)}
+    return sorted(marks - {0, steps_per_epoch})
+
+
 def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world, device, out_dir, ckpt_dir,
               h, run_id: int, ctl):
     """One rank's run; ``world`` counts the workers (a server rank's ``rank >= world``).
@@ -301,6 +313,24 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
     barrier_free, closed = not schedule.per_epoch_collectives, False
     clock = comm.clock
     t_start = clock.now() - wall_offset
+    marks = eval_marks(steps_per_epoch, wl.evals_per_epoch)
+
+    def evaluate(epoch: int, step: int) -> dict[str, float]:
+        """A mid-training evaluation point (``evals_per_epoch > 1``): an ``eval`` record of
+        the evaluating ranks, stamped with the time its parameters were reached (on real
+        ranks the evaluation's own time shows in every later record, as the epoch-end
+        evaluation's does).  ``eval_params`` is called on every rank, as at an epoch's end:
+        it may be a collective (a buffer sync) for synchronous schedules; a barrier-free
+        schedule's must be local (AD-PSGD's is: a lock and a copy), since the workers reach
+        a point at different times.  Returns the traffic it caused (the buffer sync)."""
+        now = clock.now() - t_start
+        with algo.eval_params() as m:
+            if wl.eval_ranks == "all" or rank == 0:
+                writer.write("eval", epoch, step, {**task.evaluate(m, workers=wl.loader_workers), "time/wall_s": now})
+        return comm.pop_counters().as_metrics()
+
+    if marks and start_epoch == 0:
+        evaluate(0, 0)  # the starting point: step 0, time 0
     comm.pop_counters()
     first_bad: str | None = None  # this rank's first non-finite loss or parameters (divergence)
     for epoch in range(start_epoch, wl.epochs):
@@ -309,9 +339,17 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
         sums: dict[str, float] = {}
         losses = []
         algo.epoch_start(epoch, lambda: batches(task.train, _full_pass(sampler, epoch), wl.loader_workers, device))
+        todo = list(marks)  # this epoch's mid-epoch evaluation points, in steps into the epoch
         for gstep, epoch_f, batch in schedule.steps(epoch):
             if rank == fault_rank and gstep == fault_step:
                 os._exit(17)
+            # before the first step at or past a point (a barrier-free worker may have skipped
+            # some while others took the epoch's steps: it evaluates once, at the latest)
+            passed = [m for m in todo if m <= (epoch_f - epoch) * steps_per_epoch + 1e-6]
+            if passed:
+                todo = todo[len(passed):]
+                for k, v in evaluate(epoch, epoch * steps_per_epoch + passed[-1]).items():
+                    sums[k] = sums.get(k, 0.0) + v  # the evaluation's traffic belongs to its epoch
             t0 = clock.now()
             s = StepContext(lr=res.schedule.lr(o.lr, world, epoch_f, wl.epochs), step=gstep, epoch=epoch_f,
                             batch=batch, closure=_closure(algo, model, task, batch))

@@ -18,6 +18,8 @@ rule collect:
             labels={"table": "per-run summary"},
         ),
         failed="results/tables/{experiment}/failed.csv",
+        # every run's evaluation points (step, epoch_f, time/wall_s, metrics): curves with seed bands
+        evals="results/tables/{experiment}/evals.csv",
     log:
         "results/logs/collect/{experiment}.log",
     script:

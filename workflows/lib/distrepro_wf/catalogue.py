@@ -13,7 +13,8 @@ labels and units come from here), the plots and the report:
   claim, :mod:`distrepro_wf.stats`), and how :func:`distrepro_wf.collect.summarize`
   computes it from the run's epoch table: ``(epoch key, reducer)`` with ``last``, ``max``,
   ``min`` or ``mean`` over epochs, or ``None`` for the few computed there by hand (per step,
-  to target).
+  to target on the run's evaluation series, the time breakdown, and ``network``: a text
+  saying what the communication time is: a simulated network, loopback or a real one).
 
 Adding a metric: the runtime logs its key (one line in :data:`EPOCH`), and a run-level
 column is one line in :data:`METRICS`; collect, claims, plots and report follow.
@@ -48,8 +49,14 @@ EPOCH: dict[str, EpochMetric] = {
     "server/bytes_sent": EpochMetric("sum"),
     "server/bytes_recv": EpochMetric("sum"),
 }
-#: per-epoch columns derived over ranks from another key: the worst rank's accuracy
-EPOCH_DERIVED = {"acc/val_min": ("acc/val", "min")}
+#: per-epoch columns derived over ranks from another key: the worst rank's accuracy, and the
+#: mean rank's times (the time breakdown: EPOCH's maxima of its parts need not add up)
+EPOCH_DERIVED = {"acc/val_min": ("acc/val", "min"), "time/compute_s_mean": ("time/compute_s", "mean"),
+                 "time/comm_s_mean": ("time/comm_s", "mean"),
+                 "time/straggler_delay_s_mean": ("time/straggler_delay_s", "mean")}
+#: the evaluation's keys (``task.evaluate``): what an evaluation point of a run carries, in
+#: ``eval`` and ``epoch`` records alike; the metric columns of ``evals.csv``
+EVAL_KEYS = ("acc/val", "loss/val", "loss/objective", "opt/gap")
 
 
 @dataclass(frozen=True)
@@ -87,9 +94,23 @@ METRICS: dict[str, Metric] = {
                                source=("time/comm_s", "mean")),
     "straggler_delay_s_per_epoch": Metric("straggler delay per epoch", "s", "straggler_delay_s_per_epoch",
                                           source=("time/straggler_delay_s", "mean")),
+    # to target: interpolated between the last evaluation point that missed it and the first that met it
     "time_to_target_s": Metric("wall-clock time to the target", "s", "time_to_target_s"),
+    "steps_to_target": Metric("steps to the target", "steps", "steps_to_target"),
     "epochs_to_target": Metric("epochs to the target", "epochs", "epochs_to_target"),
     "bytes_to_target": Metric("bytes sent per rank to the target", "B", "bytes_to_target"),
+    "reached_target": Metric("target reached", "", "reached_target", higher_is_better=True),
+    "target_at_first_eval": Metric("target met at the first evaluation (an upper bound)", "",
+                                   "target_at_first_eval"),
+    "tta_evals": Metric("evaluation points per epoch", "", "tta_evals", higher_is_better=True),
+    # where an epoch's time goes (means over worker ranks and epochs; they add up to time per epoch)
+    "bd_compute_s": Metric("compute per epoch (mean rank)", "s", "bd_compute_s"),
+    "bd_comm_s": Metric("communication wait per epoch (mean rank)", "s", "bd_comm_s"),
+    "bd_straggler_s": Metric("straggler delay per epoch (mean rank)", "s", "bd_straggler_s"),
+    "bd_other_s": Metric("other time per epoch (evaluation, data, overhead)", "s", "bd_other_s"),
+    "comm_share": Metric("communication share of an epoch", "%", "comm_share", 100.0),
+    "compute_share": Metric("compute share of an epoch", "%", "compute_share", 100.0, higher_is_better=True),
+    "network": Metric("what the communication time is", "", "network"),
     "final_consensus_distance": Metric("final consensus distance", "", "final_consensus_distance",
                                        source=("consensus/distance", "last")),
 }

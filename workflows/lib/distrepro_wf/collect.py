@@ -4,10 +4,18 @@
   says (:data:`distrepro_wf.catalogue.EPOCH`: losses, accuracy and bytes are means over
   ranks; times are the maximum over ranks, since a synchronous epoch lasts as long as its
   slowest rank).
+* ``evals``: one row per (run, evaluation point): the run's evaluation series, ordered by
+  step: its ``eval`` records (workload ``evals_per_epoch > 1``) and epoch-end evaluations,
+  aggregated over the evaluating ranks as EPOCH says (rank 0 alone under ``eval_ranks:
+  zero``), with ``step``, ``epoch_f`` (fractional epochs), ``time/wall_s`` and the
+  evaluation's keys (:data:`distrepro_wf.catalogue.EVAL_KEYS`): accuracy curves over time
+  with seed bands.
 * ``runs``: one row per run: every column of :data:`distrepro_wf.catalogue.METRICS`
   (final / best accuracy or suboptimality, time per epoch and per step, bytes per epoch
-  and per step with steps per epoch from ``run/runinfo.json``, time / epochs / bytes to
-  the workload's target, which names its metric), with provenance.
+  and per step with steps per epoch from ``run/runinfo.json``, time / steps / epochs /
+  bytes to the workload's target, which names its metric, interpolated on the evaluation
+  series (:func:`to_target`), and where an epoch's time goes (:func:`breakdown`)), with
+  provenance.
 * ``failed``: one row per run that failed, with its ``kind`` (config, diverged, crashed,
   timeout, not_started, damaged; see :mod:`distrepro_wf.runs`) and reason.  An ``ok``
   outcome is not trusted: a run whose files are missing or unreadable is ``damaged``.
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -29,10 +38,21 @@ import pandas as pd
 from impls.metrics import read_jsonl
 
 from . import runs
-from .catalogue import EPOCH, EPOCH_DERIVED, METRICS, better_direction
+from .catalogue import EPOCH, EPOCH_DERIVED, EVAL_KEYS, METRICS, better_direction
 
 KEYS = ["experiment", "method", "nodes", "straggler", "seed"]
 FAILED_COLS = KEYS + ["kind", "reason", "returncode", "log", "attempt_dir"]
+SERIES_COLS = ["step", "epoch_f", "time/wall_s"]  # an evaluation point's place; then its EVAL_KEYS
+
+
+@dataclass
+class RunTables:
+    """An ok run's tables: ``epochs`` (one row per epoch, over ranks), ``evals`` (its
+    evaluation series, :func:`evaluation_series`) and ``step_bytes`` (:func:`step_bytes`)."""
+
+    epochs: pd.DataFrame
+    evals: pd.DataFrame
+    step_bytes: pd.DataFrame
 
 
 def _ident(run_dir: Path) -> dict:
@@ -69,8 +89,8 @@ def _server_epochs(run_dir: Path, workers: int) -> pd.DataFrame | None:
     return ep.groupby("epoch", as_index=False)[list(cols)].sum().rename(columns=cols)
 
 
-def load_run(outcome_path: Path) -> tuple[dict, pd.DataFrame | None]:
-    """(run info, per-epoch table over ranks) of an ok run; (failure row, None) otherwise.
+def load_run(outcome_path: Path) -> tuple[dict, RunTables | None]:
+    """(run info, its tables) of an ok run; (failure row, None) otherwise.
 
     An ok run is verified from its files (:func:`distrepro_wf.runs.verify_run`, plus
     ``run.json``) rather than trusted from ``outcome.json``; whatever is missing or
@@ -88,18 +108,25 @@ def load_run(outcome_path: Path) -> tuple[dict, pd.DataFrame | None]:
     if problem is None:
         try:
             runs.read_json(run_dir / "run.json")
-            return _load_ok(ident, run)
+            return read_run(run, ident)
         except Exception as e:  # noqa: BLE001  one damaged run must never crash the collection
             problem = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
     return {**ident, "status": "failed", "kind": "damaged", "reason": f"damaged: {problem}",
             "log": outcome.get("log"), "returncode": outcome.get("returncode"), "damaged_run": str(run)}, None
 
 
-def _load_ok(ident: dict, run_dir: Path) -> tuple[dict, pd.DataFrame]:
+def read_run(run_dir: Path, ident: dict | None = None) -> tuple[dict, RunTables]:
+    """(info, tables) of a finished run's directory (``config.json``, ``runinfo.json``,
+    ``provenance.json``, ``metrics/``), trusting its files: :func:`load_run` verifies them
+    first.  ``ident``: the run's KEYS (default: from its config)."""
     cfg = runs.read_json(run_dir / "config.json")
     runinfo = runs.read_json(run_dir / "runinfo.json")
     prov = runs.read_json(run_dir / "provenance.json")
-    ep = pd.DataFrame([r for r in _read_metrics(run_dir, int(cfg["nodes"])) if r["kind"] == "epoch"])
+    if ident is None:
+        ident = {"experiment": cfg.get("experiment"), "method": cfg.get("method"), "nodes": int(cfg["nodes"]),
+                 "straggler": cfg.get("straggler_name"), "seed": cfg.get("seed")}
+    records = _read_metrics(run_dir, int(cfg["nodes"]))
+    ep = pd.DataFrame([r for r in records if r["kind"] == "epoch"])
     agg = {k: m.across for k, m in EPOCH.items() if k in ep and not k.startswith("server/")}
     for derived, (key, how) in EPOCH_DERIVED.items():
         if key in ep:
@@ -120,8 +147,52 @@ def _load_ok(ident: dict, run_dir: Path) -> tuple[dict, pd.DataFrame]:
             "torch": prov["versions"].get("torch"), "python": prov["versions"].get("python"),
             "started_at": prov["started_at"], "steps_per_epoch": runinfo.get("steps_per_epoch"),
             "params": runinfo.get("params"), "cpu_count": prov.get("cpu_count"), "platform": prov.get("platform"),
-            "device": prov.get("device")}
-    return info, table
+            "device": prov.get("device"), "world": prov.get("world"),
+            "hosts": len({r.get("host") for r in prov["ranks"]}) if prov.get("ranks") else None}
+    spe = int(runinfo["steps_per_epoch"])
+    evals = evaluation_series(records, spe, (cfg["workload"].get("eval_ranks") or "all"))
+    return info, RunTables(table, evals, step_bytes(records, spe))
+
+
+def evaluation_series(records: list[dict], steps_per_epoch: int, eval_ranks: str = "all") -> pd.DataFrame:
+    """The run's evaluation points, ordered by step: ``eval`` records and the epoch-end
+    evaluations (``epoch`` records), one row per step, aggregated over the evaluating ranks
+    as :data:`EPOCH` says (means of the metrics, the latest rank's time).
+
+    Under ``eval_ranks: zero`` only rank 0 evaluates, so only its records count (the other
+    ranks' times are not those of an evaluation).  ``epoch_f``: fractional epochs.
+    """
+    pts = pd.DataFrame([r for r in records if r["kind"] in ("eval", "epoch")
+                        and (eval_ranks == "all" or r["rank"] == 0)])
+    if pts.empty:
+        return pd.DataFrame(columns=SERIES_COLS)
+    keys = [k for k in EVAL_KEYS if k in pts]
+    out = pts.groupby("step", as_index=False).agg({k: EPOCH[k].across for k in ["time/wall_s", *keys]})
+    out = out.sort_values("step", ignore_index=True)
+    out["epoch_f"] = out["step"] / steps_per_epoch
+    return out[SERIES_COLS + keys]
+
+
+def step_bytes(records: list[dict], steps_per_epoch: int) -> pd.DataFrame:
+    """Bytes sent per rank within each epoch, step by step: ``epoch``, ``step`` (steps taken
+    by the run, the global count) and ``bytes`` (the mean rank's cumulative bytes of that
+    epoch's steps so far).  An epoch's end adds its own traffic (drains, flushes, evaluation
+    buffer syncs): :func:`bytes_at` anchors each epoch's end at the epoch record's total.
+
+    A rank's ``k``-th step of an epoch counts as the epoch's step ``k``: exact for
+    synchronous schedules; under a barrier-free one (AD-PSGD) the workers take different
+    numbers of an epoch's steps and the shape inside an epoch is the mean worker's.
+    """
+    st = pd.DataFrame([{"rank": r["rank"], "epoch": r["epoch"], "bytes": r["comm/bytes_sent"]}
+                       for r in records if r["kind"] == "step" and r.get("comm/bytes_sent") is not None])
+    if st.empty:
+        return pd.DataFrame(columns=["epoch", "step", "bytes"])
+    st["k"] = st.groupby(["rank", "epoch"]).cumcount()
+    m = st.groupby(["epoch", "k"], as_index=False)["bytes"].mean()
+    m["bytes"] = m.groupby("epoch")["bytes"].cumsum()
+    m["step"] = m["epoch"] * steps_per_epoch + m["k"] + 1
+    inside = m["k"] + 1 < steps_per_epoch  # an epoch's last step: the epoch record's total
+    return m.loc[inside, ["epoch", "step", "bytes"]].reset_index(drop=True)
 
 
 def backend_columns(cfg: dict) -> dict:
@@ -141,10 +212,13 @@ def backend_columns(cfg: dict) -> dict:
 _REDUCE = {"last": lambda s: s.iloc[-1], "max": pd.Series.max, "min": pd.Series.min, "mean": pd.Series.mean}
 
 
-def summarize(info: dict, t: pd.DataFrame) -> dict:
+def summarize(info: dict, t: pd.DataFrame, evals: pd.DataFrame | None = None,
+              steps_bytes: pd.DataFrame | None = None) -> dict:
     """The run's row of runs.csv from its epoch table ``t``: every catalogue metric with a
     source (NaN where the run has no such key: e.g. accuracy for a finite-sum task), then
-    the per-step and to-target columns."""
+    the per-step, to-target (on the evaluation series ``evals``, :func:`to_target`; without
+    one, on the epoch ends of ``t``) and time-breakdown columns (:func:`breakdown`).
+    ``steps_bytes``: :func:`step_bytes` (without it, bytes grow linearly within an epoch)."""
     row = dict(info)
     for m in METRICS.values():
         if m.source is not None:
@@ -153,15 +227,117 @@ def summarize(info: dict, t: pd.DataFrame) -> dict:
     steps = info.get("steps_per_epoch")
     row["bytes_per_step"] = row["bytes_sent_per_epoch"] / steps if steps else np.nan
     row["time_per_step_s"] = row["time_per_epoch_s"] / steps if steps else np.nan
-    metric, target = info.get("target_metric"), info.get("target_value")
-    if target is not None and metric in t:
-        hit = t[t[metric] >= target] if better_direction(metric) else t[t[metric] <= target]
-    else:
-        hit = t.iloc[0:0]
-    row["time_to_target_s"] = float(hit["time/wall_s"].iloc[0]) if len(hit) else np.nan
-    row["epochs_to_target"] = int(hit["epoch"].iloc[0]) + 1 if len(hit) else np.nan
-    row["bytes_to_target"] = float(t["comm/bytes_sent"].iloc[: row["epochs_to_target"]].sum()) if len(hit) else np.nan
+    row.update(to_target(info, t, evals, steps_bytes))
+    row.update(breakdown(t, row["time_per_epoch_s"]))
+    row["network"] = network(info)
     return row
+
+
+def _epoch_ends(t: pd.DataFrame, steps_per_epoch: int) -> pd.Series:
+    """The step of each row's epoch end: the epoch table's own ``step``, else counted."""
+    return t["step"] if "step" in t else (t["epoch"] + 1) * steps_per_epoch
+
+
+def to_target(info: dict, t: pd.DataFrame, evals: pd.DataFrame | None = None,
+              steps_bytes: pd.DataFrame | None = None) -> dict:
+    """When the run first met its target (MLPerf's time to accuracy), at step resolution.
+
+    On the evaluation series (``evals``; the epoch ends of ``t`` without one, or when it
+    lacks the target's metric), the target is met between the last point that missed it and
+    the first that met it; the metric is taken as linear in between, in time and in steps,
+    so ``time_to_target_s`` and ``steps_to_target`` are interpolated there (evaluating more
+    often, ``evals_per_epoch``, narrows that interval).  ``epochs_to_target`` is fractional
+    (steps / steps per epoch) and ``bytes_to_target`` the mean rank's bytes sent up to that
+    step (:func:`bytes_at`).  A series whose first point meets the target has no interval:
+    that point's values are taken and ``target_at_first_eval`` marks them (an upper bound).
+    ``reached_target``: whether the target was met at all (the to-target values are NaN if
+    not); ``tta_evals``: the series' points per epoch.
+    """
+    spe = info.get("steps_per_epoch") or 1
+    metric, target = info.get("target_metric"), info.get("target_value")
+    if evals is None or len(evals) == 0 or (metric is not None and metric not in evals):
+        evals = pd.DataFrame({"step": _epoch_ends(t, spe), "time/wall_s": t["time/wall_s"],
+                              **({metric: t[metric]} if metric in t else {})})
+    evals = evals.sort_values("step")
+    first_epoch = evals[(evals["step"] > 0) & (evals["step"] <= spe)]
+    out = {"time_to_target_s": np.nan, "steps_to_target": np.nan, "epochs_to_target": np.nan,
+           "bytes_to_target": np.nan, "reached_target": False, "target_at_first_eval": False,
+           "tta_evals": len(first_epoch) if len(first_epoch) else np.nan}
+    if target is None or metric not in evals:
+        return out
+    pts = evals.dropna(subset=[metric])
+    v, step, time = (pts[c].to_numpy(float) for c in (metric, "step", "time/wall_s"))
+    met = v >= target if better_direction(metric) else v <= target
+    if not met.any():
+        return out
+    i = int(np.argmax(met))
+    if i == 0:
+        s, tt = step[0], time[0]
+    else:
+        f = (target - v[i - 1]) / (v[i] - v[i - 1])  # in (0, 1]: v[i - 1] missed, v[i] met
+        s, tt = step[i - 1] + f * (step[i] - step[i - 1]), time[i - 1] + f * (time[i] - time[i - 1])
+    out.update(time_to_target_s=float(tt), steps_to_target=float(s), epochs_to_target=float(s) / spe,
+               bytes_to_target=bytes_at(float(s), t, spe, steps_bytes), reached_target=True,
+               target_at_first_eval=i == 0)
+    return out
+
+
+def bytes_at(step: float, t: pd.DataFrame, steps_per_epoch: int, steps_bytes: pd.DataFrame | None = None) -> float:
+    """The mean rank's bytes sent in the run's first ``step`` steps (fractional: linear
+    between two steps): the epochs' totals (``comm/bytes_sent`` of ``t``) at their ends and,
+    inside an epoch, its steps' traffic so far (``steps_bytes``, :func:`step_bytes`)."""
+    if "comm/bytes_sent" not in t:
+        return np.nan
+    ends = _epoch_ends(t, steps_per_epoch).to_numpy(float)
+    totals = np.cumsum(t["comm/bytes_sent"].to_numpy(float))
+    xs, ys = [0.0, *ends], [0.0, *totals]
+    if steps_bytes is not None and len(steps_bytes):
+        before = dict(zip(t["epoch"], totals - t["comm/bytes_sent"].to_numpy(float)))  # at each epoch's start
+        inside = steps_bytes[steps_bytes["epoch"].isin(before)]
+        xs += list(inside["step"].astype(float))
+        ys += [before[e] + b for e, b in zip(inside["epoch"], inside["bytes"])]
+    order = np.argsort(xs, kind="stable")
+    return float(np.interp(step, np.asarray(xs)[order], np.asarray(ys)[order]))
+
+
+BREAKDOWN = {"bd_compute_s": "time/compute_s", "bd_comm_s": "time/comm_s", "bd_straggler_s": "time/straggler_delay_s"}
+
+
+def breakdown(t: pd.DataFrame, time_per_epoch_s: float) -> dict:
+    """Where an epoch's time goes, in parts that add up to ``time_per_epoch_s``: compute,
+    communication wait and straggler delay (each the mean over epochs of the mean worker
+    rank's sum over its steps: the epoch table's ``*_mean`` columns; a table without them,
+    e.g. one rank's, uses its own columns), and ``bd_other_s``, the rest (evaluation, data
+    loading, framework overhead; clipped at 0).  ``comm_share`` and ``compute_share``: their
+    fractions of the epoch.  Means, not EPOCH's maxima over ranks: the slowest rank's
+    compute and another rank's wait for it would count the same seconds twice.
+
+    The parts add up to the epoch when they do not overlap (synchronous methods).  A
+    background thread's communication (AD-PSGD's gossip) is counted while the worker
+    computes, so there the parts can exceed the epoch and ``bd_other_s`` is 0."""
+    out = {}
+    for col, key in BREAKDOWN.items():
+        src = f"{key}_mean" if f"{key}_mean" in t else key
+        out[col] = float(t[src].mean()) if src in t else np.nan
+    rest = time_per_epoch_s - sum(out.values())
+    out["bd_other_s"] = float(np.clip(rest, 0.0, None))  # NaN (a part not logged) stays NaN
+    out["comm_share"] = out["bd_comm_s"] / time_per_epoch_s if time_per_epoch_s else np.nan
+    out["compute_share"] = out["bd_compute_s"] / time_per_epoch_s if time_per_epoch_s else np.nan
+    return out
+
+
+def network(info: dict) -> str:
+    """What a run's communication time is, for people reading a breakdown: a simulated
+    network (``simgrid``, its platform), loopback (real ranks all on one host: no wire in
+    between), a real network (ranks on several hosts), or none (a single process)."""
+    if info.get("backend") == "simgrid":
+        return f"simulated network ({info.get('sim_platform')})"
+    if info.get("world") == 1:
+        return "none (one process)"
+    hosts = info.get("hosts")
+    if hosts is None or (isinstance(hosts, float) and np.isnan(hosts)):
+        return "unknown (the ranks' hosts were not recorded)"
+    return "loopback (one host)" if hosts == 1 else "real network"
 
 
 def outcome_paths(launch_paths: Iterable[Path]) -> list[Path]:
@@ -169,28 +345,31 @@ def outcome_paths(launch_paths: Iterable[Path]) -> list[Path]:
     return [Path(m["run"]) / "outcome.json" for lp in launch_paths for m in json.loads(Path(lp).read_text())["members"]]
 
 
-def collect(launch_paths: Iterable[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(epochs, runs, failed) tables of every member of the given launch groups.
+def collect(launch_paths: Iterable[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(epochs, runs, failed, evals) tables of every member of the given launch groups.
 
     A run found damaged here is marked (:func:`distrepro_wf.runs.mark_damaged`) so that
     the next invocation recomputes it; its files stay where they are.
     """
-    epochs, rows, failed = [], [], []
+    epochs, rows, failed, evals = [], [], [], []
     for lp in map(Path, launch_paths):
         for p in outcome_paths([lp]):
-            info, table = load_run(p)
-            if table is None:
+            info, tables = load_run(p)
+            if tables is None:
                 if info.get("damaged_run") or info.get("corrupt_outcome"):
                     runs.mark_damaged(p.parent, info["reason"], lp)
                 failed.append({k: info.get(k) for k in FAILED_COLS})
                 continue
-            epochs.append(table)
-            rows.append(summarize(info, table))
+            epochs.append(tables.epochs)
+            evals.append(tables.evals.assign(**{k: info[k] for k in KEYS}))
+            rows.append(summarize(info, tables.epochs, tables.evals, tables.step_bytes))
     ep = pd.concat(epochs, ignore_index=True) if epochs else pd.DataFrame(columns=KEYS + ["epoch"])
     ep = ep[KEYS + [c for c in ep.columns if c not in KEYS]]
+    ev = pd.concat(evals, ignore_index=True) if evals else pd.DataFrame(columns=KEYS + SERIES_COLS)
+    ev = ev[KEYS + SERIES_COLS + [k for k in EVAL_KEYS if k in ev]]
     rn = pd.DataFrame(rows, columns=None if rows else KEYS)
     fl = pd.DataFrame(failed, columns=FAILED_COLS)
-    return ep, rn, fl
+    return ep, rn, fl, ev
 
 
 def failure_summary(tables_dir: Path, experiments: Iterable[str]) -> str:

@@ -44,6 +44,7 @@ localrules:
     collect,
     compare,
     plot,
+    forest,
     report,
     bench,
     bench_step_time,

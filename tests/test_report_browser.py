@@ -21,6 +21,7 @@ import pytest
 
 import report_fixture as rf
 from distrepro_wf import claims as wfclaims
+from distrepro_wf.plots import FIGURES
 
 pytestmark = pytest.mark.skipif(os.environ.get("DISTREPRO_NO_BROWSER") == "1",
                                 reason="DISTREPRO_NO_BROWSER=1: browser tests switched off")
@@ -118,8 +119,10 @@ def test_every_page_table_and_image_loads(browser, rendered, tmp_path):
         assert r["errors"] == [], (page.name, r["errors"])
         assert r["broken"] == [], (page.name, r["broken"])
         names = {c for c, _ in r["tables"]}
-        if page.stem in ("sgp", "harness"):  # pages with experiments: 5 figures each, summary tables
-            assert len(r["images"]) == 5 * (2 if page.stem == "sgp" else 1), (page.name, r["images"])
+        if page.stem in ("sgp", "harness"):  # pages with experiments: every figure each, summary tables
+            forest = 1 if page.stem == "harness" else 0  # the harness's sanity claims' forest plot
+            assert len(r["images"]) == len(FIGURES) * (2 if page.stem == "sgp" else 1) + forest, (
+                page.name, r["images"])
             assert "dataframe table" in names, (page.name, r["tables"])
             assert all(n > 1 for _, n in r["tables"]), (page.name, r["tables"])  # a header and rows
         if page.stem != "harness":
@@ -145,8 +148,9 @@ def test_sgp_page_shows_claims_in_colour_and_published_beside_ours(browser, rend
     assert ours.startswith("not comparable: reduced scale") and "resnet50_imagenet" in ours
     # each figure states its command, config, hardware and run time
     caps = [f.text for f in browser.find_elements("tag name", "figcaption")]
-    assert len(caps) == 10  # experiments sgp (real ranks) and sgp_sim (simulated), 5 figures each
-    for c, e in zip(caps, ["sgp"] * 5 + ["sgp_sim"] * 5):
+    k = len(FIGURES)
+    assert len(caps) == 2 * k  # experiments sgp (real ranks) and sgp_sim (simulated), every figure each
+    for c, e in zip(caps, ["sgp"] * k + ["sgp_sim"] * k):
         assert f"snakemake --cores 2 reports/figures/{e}/" in c and "config/config.yaml" in c
         assert "fixture-host" in c
         assert ("training time (simulated)" if e == "sgp_sim" else "training wall time") in c
@@ -188,6 +192,20 @@ def test_provisional_or_inconclusive_claims_are_never_shown_as_reproduced(browse
             assert cell.value_of_css_property("background-color") == STATUS_BACKGROUND[cls] != STATUS_BACKGROUND[
                 "st-ok"], (page.name, claim)
     assert seen == set(want)
+    # the front page's table behind the forest plot: the same claims x settings, the same verdicts
+    inspect(browser, root / "reports" / "index.html")
+    front = set()
+    for row in browser.find_elements("css selector", "table.evidence tbody tr"):
+        claim, setting = row.get_attribute("data-claim"), row.find_elements("tag name", "td")[2].text
+        for (c, s), cls in want.items():
+            n, st = s.removeprefix("n=").split(", ")
+            if c == claim and setting.startswith(f"{n} nodes, {'no straggler' if st == 'none' else st}"):
+                cell = row.find_elements("tag name", "td")[-1]
+                front.add((c, s))
+                assert cell.text.splitlines()[0] == ("provisional" if cls == "st-prov" else "inconclusive"), c
+                assert cls in cell.get_attribute("class").split() and "st-ok" not in cell.get_attribute("class")
+                assert cell.value_of_css_property("background-color") == STATUS_BACKGROUND[cls], c
+    assert front == {k for k in want if k[0] != "ar_matches_serial_top1"}, front  # every doubtful paper claim
     # the front page: the SGP row counts 2 reproduced (not the provisional one), 1 inconclusive, 1 provisional
     inspect(browser, root / "reports" / "index.html")
     head = [th.text for th in browser.find_elements("css selector", "table.papers thead th")]
@@ -214,3 +232,71 @@ def test_a_broken_image_is_detected(browser, rendered):
         fig.write_bytes(saved)
     assert [b[0] for b in r["broken"]] == ["../figures/baseline/to_target.png"]
     assert any("to_target.png" in e["message"] for e in r["errors"])
+
+
+def test_front_page_leads_with_the_forest_plot_and_the_table_behind_it(browser, rendered):
+    """The front page opens with the banner, the forest plot (a decoded, visible image) and the
+    table behind it: one row per paper claim x setting of claims.csv (page "paper"),
+    not-comparable ones included with their reason; the harness page has its own."""
+    root, _ = rendered
+    claims = pd.read_csv(root / "results" / "tables" / "claims.csv", keep_default_na=False)
+    for page, path in (("paper", root / "reports" / "index.html"),
+                       ("harness", root / "reports" / "papers" / "harness.html")):
+        r = inspect(browser, path)
+        assert r["errors"] == [] and r["broken"] == [], (page, r)
+        img = browser.find_element("id", "forest-img")
+        w, h = browser.execute_script("const i = arguments[0]; return [i.naturalWidth, i.getBoundingClientRect().height]",
+                                      img)
+        assert w > 300 and h > 100, (page, w, h)
+        rows = browser.find_elements("css selector", "table.evidence tbody tr")
+        mine = claims[claims["page"] == page]
+        assert sorted(r.get_attribute("data-claim") for r in rows) == sorted(mine["claim"]), page
+        for row in rows:
+            verdict = row.find_elements("tag name", "td")[-1]
+            c = mine[mine["claim"] == row.get_attribute("data-claim")]
+            if (c["status"] == "not comparable").all():
+                assert verdict.text.startswith("not comparable") and "st-nc" in verdict.get_attribute("class")
+                assert row.find_elements("tag name", "td")[3].text.startswith("n/a")
+    inspect(browser, root / "reports" / "index.html")
+    banner = browser.find_element("id", "banner").text
+    assert "fixture-host" in banner and "simulated platform" in banner and "real ranks" in banner
+    assert "ranks per core" in banner.lower() and "seeds per setting" in banner
+    # the control and the published value are named beside the effect
+    sgp = browser.find_element("css selector", "table.evidence tr[data-claim='sgp_epoch_faster_than_ar']").text
+    assert "fast network" in sgp and "published" in sgp and "x [" in sgp
+
+
+def test_tta_table_and_run_links(browser, rendered):
+    """SGP's time-to-accuracy table: one row per method x setting, AR-SGD as the baseline, the
+    speedup with its interval, and the 2-peer SGP that never reaches the target counted as
+    3 / 3 runs that did not; every run row links to its run directory, metrics, log and config."""
+    root, _ = rendered
+    page = root / "reports" / "papers" / "sgp.html"
+    inspect(browser, page)
+    tta = browser.find_element("id", "tta-sgp").find_element("xpath", "following-sibling::table")
+    rows = {tr.find_elements("tag name", "td")[0].text: [td.text for td in tr.find_elements("tag name", "td")]
+            for tr in tta.find_elements("css selector", "tbody tr")}
+    assert sorted(rows) == ["allreduce_sgd", "dpsgd", "sgp_1peer", "sgp_2peer"], rows
+    assert rows["allreduce_sgd"][5] == "1 (baseline)"
+    assert rows["sgp_1peer"][5].split("x [")[0] != "n/a" and "paired t" in rows["sgp_1peer"][5]
+    assert rows["sgp_2peer"][7] == "3 / 3" and rows["sgp_2peer"][3] == "n/a"
+    assert rows["dpsgd"][7] == "0 / 3"
+    browser.execute_script("document.querySelectorAll('details.runs').forEach(d => d.open = true)")
+    run = browser.find_elements("css selector", "table.runs tbody tr")[0]
+    links = {a.text: a.get_attribute("href") for a in run.find_elements("tag name", "a")}
+    assert set(links) == {"run", "metrics", "log", "run.json"}
+    assert links["run"].endswith("/results/runs/sgp/allreduce_sgd/n4/none/seed1/")
+    assert links["log"].endswith("/results/logs/train/sgp/n4.log")
+    assert Path(links["run.json"].removeprefix("file://")).exists()
+    assert "--config results/runs/sgp/allreduce_sgd/n4/none/seed1/run.json" in run.text
+    assert "--nproc-per-node=4" in run.text
+
+
+def test_tables_fit_a_1400px_window(browser, rendered):
+    """No page scrolls sideways at 1400 px, with every collapsed section (runs, config) open."""
+    _, pages = rendered
+    for page in pages:
+        browser.get(page.as_uri())
+        browser.execute_script("document.querySelectorAll('details').forEach(d => d.open = true)")
+        width = browser.execute_script("return document.scrollingElement.scrollWidth")
+        assert width <= 1400, (page.name, width)

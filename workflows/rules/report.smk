@@ -7,7 +7,7 @@
 # the benchmark tables (rule bench, bench.smk); the report shows those that exist
 BENCH_TABLES = [f"results/bench/{n}.csv" for n in ("allreduce_vs_ddp", "max_ranks", "step_time_vs_allreduce",
                                                     "sim_cost_model", "sim_slowmo_table2a", "sim_scale", "sim_vs_real")]
-from distrepro_wf.plots import FIGURES as FIGURE_FUNCTIONS
+from distrepro_wf.plots import FIGURES as FIGURE_FUNCTIONS, FOREST_PAGES
 
 FIGURES = list(FIGURE_FUNCTIONS)  # a figure = a function there + its caption in ../report/captions/<name>.rst
 REPORT_PAGES = PAPERS + [HARNESS_PAGE]
@@ -28,10 +28,37 @@ rule plot:
             )
             for name in FIGURES
         ],
+    params:
+        config=config,  # the straggler factors (straggler sensitivity on a numeric axis)
     log:
         "results/logs/plot/{experiment}.log",
     script:
         "../scripts/plot.py"
+
+
+# The claims' forest plots, across experiments: one for the front page (paper claims), one for
+# the harness page (the harness's sanity claims), from claims.csv alone (its own rule: the
+# figure is an input of the report like any other, and redrawn only when the claims change).
+rule forest:
+    input:
+        claims="results/tables/claims.csv",
+        published=PUBLISHED_FILES,
+    output:
+        [
+            report(
+                f"reports/figures/forest_{page}.png",
+                caption="../report/captions/forest.rst",
+                category="Claims",
+                labels={"figure": f"forest_{page}"},
+            )
+            for page in FOREST_PAGES
+        ],
+    params:
+        config=config,
+    log:
+        "results/logs/plot/forest.log",
+    script:
+        "../scripts/forest.py"
 
 
 rule report:
@@ -39,6 +66,7 @@ rule report:
         tables=expand("results/tables/{experiment}/runs.csv", experiment=EXPERIMENTS),
         failed=expand("results/tables/{experiment}/failed.csv", experiment=EXPERIMENTS),
         figures=expand("reports/figures/{experiment}/{name}.png", experiment=EXPERIMENTS, name=FIGURES),
+        forest=[f"reports/figures/forest_{page}.png" for page in FOREST_PAGES],
         claims="results/tables/claims.csv",
         published=PUBLISHED_FILES,
         # the benchmark tables shown: those the bench target has written (it is not run by default)

@@ -1,16 +1,16 @@
-"""Snakemake script of rule ``plot``: one experiment's figures."""
+"""Snakemake script of rule ``plot``: one experiment's figures.
+
+The curves read evals.csv beside epochs.csv where collect wrote it (the same collect job
+writes both, so it is as fresh as the declared input epochs.csv); see plots.read_tables."""
 
 import logging
 from pathlib import Path
 
-import pandas as pd
-
-from distrepro_wf.plots import FIGURES
+from distrepro_wf.plots import draw, read_tables
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")
-tables = {"epochs": pd.read_csv(sm.input.epochs), "runs": pd.read_csv(sm.input.runs)}
+tables = read_tables(Path(sm.input.runs).parent)
 for out in sm.output:
-    table, fn = FIGURES[Path(out).stem]
-    fn(tables[table], Path(out))
+    draw(Path(out).stem, tables, Path(out), dict(sm.params.config))
     logging.info("wrote %s", out)

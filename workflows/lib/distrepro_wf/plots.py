@@ -1,25 +1,75 @@
-"""Figures of one experiment from its tidy tables (matplotlib, Agg backend)."""
+"""Figures of one experiment from its tidy tables, and the claims' forest plot (matplotlib, Agg).
+
+Conventions shared by every figure, so that a reader learns them once:
+
+* colour = method, from one fixed mapping (:func:`method_colour`): AR-SGD is the same blue
+  in every figure of every page;
+* line style = node count (:func:`nodes_style`), the same in every figure;
+* legends sit outside the axes (right of them), never over the data;
+* accuracy is shown in % (the tables hold fractions), times in seconds of the run's kind of
+  time (simulated time on the simulated platform, wall-clock time on real ranks);
+* curves over seeds show the mean and a band from the seeds' minimum to their maximum (with
+  3-5 seeds a t band would mostly show the t quantile; the min-max band shows the seeds).
+
+Every figure function takes its table, the output path and the config (for the straggler
+factors); :data:`FIGURES` maps a figure's name to (table, function).  Tables: ``runs``
+(runs.csv), ``epochs`` (epochs.csv) and ``curves`` (evals.csv where collect wrote it: finer
+evaluation points, else epochs.csv).
+"""
 
 from __future__ import annotations
 
+import math
+import zlib
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+#: methods in the order of the config; the first ones get the most distinct colours
+KNOWN_METHODS = ["allreduce_sgd", "sgp_1peer", "dpsgd", "osgp", "sgp_2peer", "adpsgd", "d2", "serial_sgd",
+                 "ps_sync", "allreduce_lars", "allreduce_sgd_labels", "dpsgd_labels", "d2_labels"]
+_PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f",
+            "#bcbd22", "#17becf", "#aec7e8", "#98df8a", "#f7b6d2", "#c49c94", "#dbdb8d", "#9edae5"]
+_STYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 3))]
+STATUS_COLOURS = {"reproduced": "#1b7a1b", "not reproduced": "#b01515", "inconclusive": "#c27c00",
+                  "provisional": "#3a4fa0", "not comparable": "#888888"}
+
+
+def method_colour(method: str) -> str:
+    """The method's colour in every figure: a fixed palette slot for the configured methods,
+    a stable hash of the name for any other (the same name always gets the same colour)."""
+    if method in KNOWN_METHODS:
+        return _PALETTE[KNOWN_METHODS.index(method) % len(_PALETTE)]
+    return _PALETTE[zlib.crc32(method.encode()) % len(_PALETTE)]
+
+
+def nodes_style(nodes: int) -> Any:
+    """Line style of a node count, fixed by its power of two (1 solid, 2 dashed, 4 dash-dot, ...)."""
+    k = int(round(math.log2(max(int(nodes), 1))))
+    return _STYLES[k % len(_STYLES)]
 
 
 def _label(method: str, nodes: int) -> str:
     return f"{method} n={nodes}"
 
 
+def _legend(ax, **kw) -> None:
+    """The legend right of the axes (outside the data)."""
+    h, _ = ax.get_legend_handles_labels()
+    if h:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, **kw)
+
+
 def _save(fig, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -35,30 +85,12 @@ def _stragglers(ep: pd.DataFrame) -> list[str]:
     return sorted(s, key=lambda v: (v != "none", v))
 
 
-#: the task's quality metric a curve shows: (epoch key, axis label, y scale), the first one logged
-QUALITY = [("acc/val", "validation top-1", "linear"), ("opt/gap", "suboptimality F(x) - F(x*)", "log")]
+#: the task's quality metric a curve shows: (column, axis label, y scale, factor), the first one logged
+QUALITY = [("acc/val", "validation top-1 (%)", "linear", 100.0), ("opt/gap", "suboptimality F(x) - F(x*)", "log", 1.0)]
 
 
-def _quality(ep: pd.DataFrame) -> tuple[str, str, str]:
+def _quality(ep: pd.DataFrame) -> tuple[str, str, str, float]:
     return next((q for q in QUALITY if q[0] in ep and ep[q[0]].notna().any()), QUALITY[0])
-
-
-def loss_vs_epoch(ep: pd.DataFrame, path: Path) -> None:
-    if ep.empty:
-        return _empty(path, "loss vs epoch")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    sub = ep[ep["straggler"] == _stragglers(ep)[0]]
-    key, label, scale = _quality(ep)
-    for (m, n), g in sub.groupby(["method", "nodes"]):
-        mean = g.groupby("epoch")[["loss/train", key]].mean()
-        axes[0].plot(mean.index + 1, mean["loss/train"], marker="o", ms=3, label=_label(m, n))
-        axes[1].plot(mean.index + 1, mean[key], marker="o", ms=3, label=_label(m, n))
-    axes[0].set(xlabel="epoch", ylabel="training loss (mean over seeds)",
-                yscale="log" if (sub["loss/train"] > 0).all() else "linear")
-    axes[1].set(xlabel="epoch", ylabel=f"{label} (mean over seeds)", yscale=scale)
-    axes[1].legend(fontsize=7)
-    fig.suptitle(f"straggler setting: {_stragglers(ep)[0]}", fontsize=9)
-    _save(fig, path)
 
 
 def _time_word(df: pd.DataFrame) -> str:
@@ -69,55 +101,241 @@ def _time_word(df: pd.DataFrame) -> str:
     return "time (simulated or wall)" if len(kinds) > 1 else "wall time"
 
 
-def acc_vs_wall(ep: pd.DataFrame, path: Path) -> None:
+def _xcol(ep: pd.DataFrame) -> tuple[str, pd.Series]:
+    """The curve's progress axis: fractional epochs of evals.csv, else the epoch number (1-based)."""
+    if "epoch_f" in ep and ep["epoch_f"].notna().any():
+        return "epoch_f", ep["epoch_f"].astype(float)
+    return "epoch", ep["epoch"].astype(float) + 1
+
+
+def _band(ax, g: pd.DataFrame, x: str, y: str, factor: float, m: str, n: int, label: str) -> None:
+    """Mean over seeds and a min-max band, per evaluation point (rows of the same point across
+    seeds share ``_pt``: epoch or step); x is the mean of x at that point."""
+    st = g.groupby("_pt").agg(x=(x, "mean"), mean=(y, "mean"), lo=(y, "min"), hi=(y, "max")).dropna()
+    if st.empty:
+        return
+    c, ls = method_colour(m), nodes_style(n)
+    ax.plot(st["x"], st["mean"] * factor, color=c, ls=ls, lw=1.4, label=label)
+    if g["seed"].nunique() > 1:
+        ax.fill_between(st["x"], st["lo"] * factor, st["hi"] * factor, color=c, alpha=0.15, lw=0)
+
+
+def _with_points(ep: pd.DataFrame) -> pd.DataFrame:
+    key = "step" if "epoch_f" in ep and "step" in ep else "epoch"
+    xname, xs = _xcol(ep)
+    return ep.assign(_pt=ep[key], _x=xs)
+
+
+def loss_vs_epoch(ep: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
+    """Training loss and the quality metric against epochs, no-straggler setting; band over seeds."""
     if ep.empty:
-        return _empty(path, "accuracy vs wall time")
-    ss = _stragglers(ep)
-    fig, axes = plt.subplots(1, len(ss), figsize=(5 * len(ss), 3.6), squeeze=False)
-    key, label, scale = _quality(ep)
-    for ax, s in zip(axes[0], ss):
-        for (m, n), g in ep[ep["straggler"] == s].groupby(["method", "nodes"]):
-            mean = g.groupby("epoch")[["time/wall_s", key]].mean()
-            ax.plot(mean["time/wall_s"], mean[key], marker="o", ms=3, label=_label(m, n))
-        ax.set(xlabel=f"{_time_word(ep)} (s)", ylabel=label, title=f"straggler: {s}", yscale=scale)
-        ax.legend(fontsize=7)
+        return _empty(path, "loss vs epoch")
+    ep = _with_points(ep)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    s0 = _stragglers(ep)[0]
+    sub = ep[ep["straggler"] == s0]
+    key, label, scale, factor = _quality(ep)
+    for (m, n), g in sub.groupby(["method", "nodes"]):
+        if "loss/train" in g and g["loss/train"].notna().any():
+            _band(axes[0], g, "_x", "loss/train", 1.0, m, n, _label(m, n))
+        _band(axes[1], g, "_x", key, factor, m, n, _label(m, n))
+    pos = "loss/train" in sub and (sub["loss/train"].dropna() > 0).all()
+    axes[0].set(xlabel="epoch", ylabel="training loss", yscale="log" if pos else "linear")
+    axes[1].set(xlabel="epoch", ylabel=label, yscale=scale)
+    _legend(axes[1])
+    fig.suptitle(f"straggler setting: {s0}; line: mean over seeds, band: min-max over seeds", fontsize=9)
     _save(fig, path)
 
 
-def epoch_time_vs_nodes(runs: pd.DataFrame, path: Path) -> None:
+def acc_vs_wall(ep: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
+    """The quality metric against time, one panel per straggler setting; band over seeds."""
+    if ep.empty:
+        return _empty(path, "accuracy vs time")
+    ep = _with_points(ep)
+    ss = _stragglers(ep)
+    fig, axes = plt.subplots(1, len(ss), figsize=(4.6 * len(ss) + 1.6, 3.6), squeeze=False, sharey=True)
+    key, label, scale, factor = _quality(ep)
+    for ax, s in zip(axes[0], ss):
+        for (m, n), g in ep[ep["straggler"] == s].groupby(["method", "nodes"]):
+            _band(ax, g, "time/wall_s", key, factor, m, n, _label(m, n))
+        ax.set(xlabel=f"{_time_word(ep)} (s)", title=f"straggler: {s}", yscale=scale)
+    axes[0][0].set_ylabel(label)
+    _legend(axes[0][-1])
+    _save(fig, path)
+
+
+def epoch_time_vs_nodes(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
     if runs.empty:
         return _empty(path, "time per epoch vs nodes")
     ss = _stragglers(runs)
-    fig, axes = plt.subplots(1, len(ss), figsize=(5 * len(ss), 3.6), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(ss), figsize=(4.6 * len(ss) + 1.6, 3.6), squeeze=False, sharey=True)
     for ax, s in zip(axes[0], ss):
         for m, g in runs[runs["straggler"] == s].groupby("method"):
-            st = g.groupby("nodes")["time_per_epoch_s"].agg(["mean", "std"]).fillna(0)
-            ax.errorbar(st.index, st["mean"], yerr=st["std"], marker="o", capsize=3, label=m)
-        ax.set(xlabel="nodes (workers)", ylabel=f"{_time_word(runs)} per epoch (s), mean +- std over seeds",
-               title=f"straggler: {s}")
+            st = g.groupby("nodes")["time_per_epoch_s"].agg(["mean", "min", "max"])
+            ax.errorbar(st.index, st["mean"], yerr=[st["mean"] - st["min"], st["max"] - st["mean"]], marker="o",
+                        capsize=3, label=m, color=method_colour(m))
+        ax.set(xlabel="nodes (workers)", title=f"straggler: {s}")
         ax.set_xscale("log", base=2)
-        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel(f"{_time_word(runs)} per epoch (s)\nmean, whiskers min-max over seeds")
+    _legend(axes[0][-1])
     _save(fig, path)
 
 
-def straggler_sensitivity(runs: pd.DataFrame, path: Path) -> None:
-    """Time per epoch under each straggler setting relative to no straggler, per method and node count."""
+def throughput(runs: pd.DataFrame) -> pd.Series:
+    """Samples per second of each run, up to the per-worker batch (constant per method): steps
+    per epoch x workers / time per epoch.  With a fixed per-worker batch an epoch is a fixed
+    amount of data however many workers share it, so this is proportional to 1 / time per epoch
+    whenever steps per epoch x workers is constant; computing it explicitly keeps it right when
+    the split is uneven (a remainder batch)."""
+    t = runs["time_per_epoch_s"].astype(float)
+    if "steps_per_epoch" in runs and runs["steps_per_epoch"].notna().all():
+        return runs["steps_per_epoch"].astype(float) * runs["nodes"].astype(float) / t
+    return 1.0 / t
+
+
+def scaling_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (straggler, method, nodes): throughput speedup against the method's smallest node
+    count, the ideal speedup n / n_min and the efficiency speedup / ideal (mean over seeds)."""
+    if runs.empty or "time_per_epoch_s" not in runs:
+        return pd.DataFrame(columns=["straggler", "method", "nodes", "speedup", "ideal", "efficiency"])
+    r = runs.assign(_thr=throughput(runs))
+    rows = []
+    for (s, m), g in r.groupby(["straggler", "method"]):
+        thr = g.groupby("nodes")["_thr"].mean().sort_index()
+        n0 = thr.index[0]
+        for n, v in thr.items():
+            sp = v / thr.iloc[0]
+            rows.append({"straggler": s, "method": m, "nodes": int(n), "speedup": sp, "ideal": n / n0,
+                         "efficiency": sp / (n / n0)})
+    return pd.DataFrame(rows)
+
+
+def scaling(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
+    """Weak-scaling speedup (throughput relative to the smallest node count) and efficiency
+    against nodes, with the ideal line; the no-straggler setting (or the first one run)."""
+    t = scaling_table(runs)
+    multi = t.groupby(["straggler", "method"])["nodes"].nunique().max() if len(t) else 0
+    if t.empty or multi < 2:
+        return _empty(path, "scaling", "fewer than two node counts per method")
+    s0 = _stragglers(t)[0]
+    t = t[t["straggler"] == s0]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    for m, g in t.groupby("method"):
+        if len(g) < 2:
+            continue
+        axes[0].plot(g["nodes"], g["speedup"], marker="o", color=method_colour(m), label=m)
+        axes[1].plot(g["nodes"], g["efficiency"] * 100, marker="o", color=method_colour(m), label=m)
+    t = t[t.groupby("method")["nodes"].transform("nunique") >= 2]
+    ns = np.array(sorted(set(t["nodes"])), float)
+    for i, n0 in enumerate(sorted(set(t.groupby("method")["nodes"].min()))):
+        x = ns[ns >= n0]
+        axes[0].plot(x, x / n0, color="#444", lw=0.8, ls=":", label="ideal (n / n_min)" if i == 0 else None)
+    axes[1].axhline(100, color="#444", lw=0.8, ls=":", label="ideal")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ns, [str(int(n)) for n in ns])
+        ax.set_xlabel("nodes (workers)")
+    axes[0].set(ylabel="throughput speedup vs smallest n", yscale="log")
+    axes[0].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axes[0].yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axes[1].set(ylabel="scaling efficiency (%)", ylim=(0, max(110, float(t["efficiency"].max() * 100 + 10))))
+    _legend(axes[1])
+    fig.suptitle(f"weak scaling (fixed per-worker batch); straggler setting: {s0}", fontsize=9)
+    _save(fig, path)
+
+
+def straggler_factor(name: str, config: dict[str, Any] | None) -> float:
+    """The slowdown factor of straggler setting ``name`` from the config's ``stragglers:``
+    (``none``: 1); NaN when the config does not say (a random or unknown setting)."""
+    if name == "none":
+        return 1.0
+    spec = ((config or {}).get("stragglers") or {}).get(name) or {}
+    f = spec.get("factor")
+    return float(f) if isinstance(f, (int, float)) else math.nan
+
+
+def straggler_sensitivity(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
+    """Time per epoch under each straggler relative to no straggler, against the straggler's
+    slowdown factor on a numeric (log) axis, per method (colour) and node count (line style);
+    the line y = factor is a fully synchronous method that waits for the straggler every step."""
     if runs.empty:
         return _empty(path, "straggler sensitivity")
     ss = _stragglers(runs)
     if len(ss) < 2:
         return _empty(path, "straggler sensitivity", f"only the setting {ss[0]!r} was run")
+    fac = {s: straggler_factor(s, config) for s in ss}
+    known = [s for s in ss if not math.isnan(fac[s])]
+    if len(known) < 2 or "none" not in known:
+        return _empty(path, "straggler sensitivity", "no straggler factors in the config")
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     for (m, n), g in runs.groupby(["method", "nodes"]):
         t = g.groupby("straggler")["time_per_epoch_s"].mean()
-        base = t.get("none")
-        xs = [s for s in ss if s in t.index]
-        ys = [t[s] / base if base else t[s] for s in xs]
-        ax.plot([ss.index(x) for x in xs], ys, marker="o", ms=4, label=_label(m, n))
-    ax.set_xticks(range(len(ss)), ss)
-    ax.axhline(1.0, color="#888", lw=0.8, ls="--")
-    ax.set(xlabel="straggler setting", ylabel="time per epoch / time without straggler")
-    ax.legend(fontsize=7)
+        if "none" not in t.index:
+            continue
+        xs = sorted((fac[s], t[s] / t["none"]) for s in known if s in t.index)
+        if len(xs) < 2:
+            continue
+        ax.plot([x for x, _ in xs], [y for _, y in xs], marker="o", ms=4, color=method_colour(m), ls=nodes_style(n),
+                label=_label(m, n))
+    fs = sorted(set(fac[s] for s in known))
+    ax.plot(fs, fs, color="#444", lw=0.8, ls=":", label="waits for the straggler (y = factor)")
+    ax.axhline(1.0, color="#888", lw=0.8, ls="--", label="insensitive (y = 1)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(fs, [f"{f:g}" for f in fs])
+    ax.set(xlabel="straggler slowdown factor (1 = none)", ylabel="time per epoch / time without straggler")
+    _legend(ax)
+    _save(fig, path)
+
+
+#: the time-breakdown components: (runs.csv column, fallback column, label, colour)
+BREAKDOWN = [("bd_compute_s", "compute_s_per_epoch", "compute", "#4c72b0"),
+             ("bd_comm_s", "comm_s_per_epoch", "communication", "#dd8452"),
+             ("bd_straggler_s", "straggler_delay_s_per_epoch", "straggler wait", "#c44e52"),
+             ("bd_other_s", None, "other", "#bbbbbb")]
+
+
+def breakdown_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean seconds per epoch of each component per (method, nodes, straggler).  The collector's
+    ``bd_*`` columns sum to the time per epoch; without them the older per-epoch compute,
+    communication and straggler times are used and "other" is the rest (never negative)."""
+    keys = ["method", "nodes", "straggler"]
+    if runs.empty or "time_per_epoch_s" not in runs:
+        return pd.DataFrame(columns=keys + [b[2] for b in BREAKDOWN])
+    r = runs.copy()
+    have_bd = all(b[0] in r and r[b[0]].notna().any() for b in BREAKDOWN)
+    for col, fb, lab, _ in BREAKDOWN:
+        if have_bd:
+            r[lab] = r[col].astype(float)
+        elif fb is not None:
+            r[lab] = r[fb].astype(float).fillna(0) if fb in r else 0.0
+    if not have_bd:
+        known = r[[b[2] for b in BREAKDOWN[:3]]].sum(axis=1)
+        r["other"] = (r["time_per_epoch_s"].astype(float) - known).clip(lower=0)
+    return r.groupby(keys)[[b[2] for b in BREAKDOWN]].mean().reset_index()
+
+
+def time_breakdown(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
+    """Stacked bars of the time per epoch: compute, communication, straggler wait, other, per
+    method x setting (tick labels in the method's colour)."""
+    t = breakdown_table(runs)
+    if t.empty:
+        return _empty(path, "time breakdown")
+    t = t.assign(_f=[straggler_factor(s, config) for s in t["straggler"]]).sort_values(
+        ["_f", "straggler", "nodes", "method"], na_position="last")
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.45 * len(t) + 3), 3.8))
+    x = np.arange(len(t))
+    bottom = np.zeros(len(t))
+    for _, _, lab, col in BREAKDOWN:
+        v = t[lab].to_numpy(float)
+        ax.bar(x, v, bottom=bottom, color=col, label=lab, width=0.75)
+        bottom += v
+    labels = [f"{m} n={n} {s}" for m, n, s in zip(t["method"], t["nodes"], t["straggler"])]
+    ax.set_xticks(x, labels, rotation=40, ha="right", fontsize=7)
+    for tick, m in zip(ax.get_xticklabels(), t["method"]):
+        tick.set_color(method_colour(m))
+    ax.set(ylabel=f"{_time_word(runs)} per epoch (s), mean over seeds")
+    _legend(ax)
     _save(fig, path)
 
 
@@ -131,7 +349,7 @@ def _mean_ci(v: pd.Series) -> tuple[float, float, float]:
     return float(v.mean()), lo, hi
 
 
-def to_target(runs: pd.DataFrame, path: Path) -> None:
+def to_target(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
     """Time and bytes to the workload's target accuracy, mean and 95% t interval over seeds."""
     if runs.empty or "time_to_target_s" not in runs:
         return _empty(path, "time / bytes to target accuracy")
@@ -140,17 +358,18 @@ def to_target(runs: pd.DataFrame, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, col, ylabel in ((axes[0], "time_to_target_s", f"{_time_word(runs)} to target (s)"),
                             (axes[1], "bytes_to_target", "bytes sent per rank to target")):
-        labels, means, errs, notes = [], [], [[], []], []
+        labels, means, errs, notes, colours = [], [], [[], []], [], []
         for (m, n), g in sub.groupby(["method", "nodes"]):
-            mean, lo, hi = _mean_ci(g[col])
+            mean, lo, hi = _mean_ci(g[col]) if col in g else (np.nan, np.nan, np.nan)
             labels.append(_label(m, n))
+            colours.append(method_colour(m))
             means.append(0.0 if np.isnan(mean) else mean)
             errs[0].append(0.0 if np.isnan(lo) else mean - lo)
             errs[1].append(0.0 if np.isnan(hi) else hi - mean)
-            reached = int(g[col].notna().sum())
+            reached = int(g[col].notna().sum()) if col in g else 0
             notes.append("" if reached == len(g) else f"{len(g) - reached}/{len(g)} not reached")
         x = np.arange(len(labels))
-        ax.bar(x, means, yerr=errs, capsize=3, color="#6a8fbf")
+        ax.bar(x, means, yerr=errs, capsize=3, color=colours)
         for xi, note, mv in zip(x, notes, means):
             if note:
                 ax.text(xi, mv, note, ha="center", va="bottom", fontsize=7, color="#a00")
@@ -163,6 +382,109 @@ def to_target(runs: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-FIGURES = {"loss_vs_epoch": ("epochs", loss_vs_epoch), "acc_vs_wall": ("epochs", acc_vs_wall),
-           "epoch_time_vs_nodes": ("runs", epoch_time_vs_nodes),
-           "straggler_sensitivity": ("runs", straggler_sensitivity), "to_target": ("runs", to_target)}
+# ------------------------------------------------------------------------------- forest plot
+
+def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
+    """Forest plot of every claim x setting of a page (rows of
+    :func:`distrepro_wf.evidence.plotted`, i.e. with an estimate): one panel per scale (ratios
+    on a log axis, differences in points on a linear one, anything else on its own), one row
+    per claim x setting with the pass region shaded, the estimate and its 95 % interval coloured
+    by the status shown (provisional never green), the control setting's statistic as a hollow
+    diamond, and the published value as a labelled black cross."""
+    from .evidence import panels
+
+    if frame.empty:
+        return _empty(path, title or "claims", "no claim with an estimate")
+    groups = panels(frame)
+    heights = [max(len(g), 1) + 1.2 for _, _, g in groups]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(11, 0.32 * sum(heights) + 1.0), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, (scale, unit, g) in zip(axes[:, 0], groups):
+        g = g.reset_index(drop=True)
+        vals = pd.concat([g[c] for c in ("measured", "ci_low", "ci_high", "control_measured", "control_low",
+                                         "control_high", "published")]).astype(float)
+        finite = vals[np.isfinite(vals) & ((vals > 0) if scale == "log" else True)]
+        regions = pd.concat([g["pass_low"], g["pass_high"]]).astype(float)
+        regions = regions[np.isfinite(regions) & ((regions > 0) if scale == "log" else True)]
+        span = pd.concat([finite, regions])
+        lo, hi = (float(span.min()), float(span.max())) if len(span) else (0.5, 2.0)
+        if scale == "log":
+            lo, hi = lo / 1.25, hi * 1.25
+        else:
+            pad = 0.08 * (hi - lo) or 1.0
+            lo, hi = lo - pad, hi + pad
+        ys = np.arange(len(g))[::-1]
+        for y, (_, r) in zip(ys, g.iterrows()):
+            plo = r["pass_low"] if np.isfinite(r["pass_low"]) else lo
+            phi = r["pass_high"] if np.isfinite(r["pass_high"]) else hi
+            if scale == "log":
+                plo = max(plo, lo)
+            if np.isfinite(plo) and np.isfinite(phi) and phi > plo:
+                ax.fill_betweenx([y - 0.42, y + 0.42], plo, phi, color="#2a9d2a", alpha=0.13, lw=0,
+                                 label="pass region" if y == ys[0] else None)
+            c = STATUS_COLOURS.get(r["shown"], "#555")
+            if np.isfinite(r["ci_low"]):
+                ax.plot([r["ci_low"], r["ci_high"]], [y, y], color=c, lw=2.2, solid_capstyle="butt")
+            ax.plot([r["measured"]], [y], marker="o", ms=6, color=c, mfc=c if r["shown"] != "provisional" else "white",
+                    label=None)
+            if np.isfinite(r["control_measured"]):
+                if np.isfinite(r["control_low"]):
+                    ax.plot([r["control_low"], r["control_high"]], [y - 0.25, y - 0.25], color="#777", lw=1.2)
+                ax.plot([r["control_measured"]], [y - 0.25], marker="D", ms=5, mfc="white", mec="#555",
+                        ls="none", label="control setting" if "control setting" not in
+                        ax.get_legend_handles_labels()[1] else None)
+            if np.isfinite(r["published"]) and (scale != "log" or r["published"] > 0):
+                ax.plot([r["published"]], [y + 0.25], marker="X", ms=7, color="black", ls="none",
+                        label="published value" if "published value" not in ax.get_legend_handles_labels()[1]
+                        else None)
+                ax.annotate("published", (r["published"], y + 0.25), xytext=(4, 2), textcoords="offset points",
+                            fontsize=6)
+        for st, c in STATUS_COLOURS.items():
+            if st in set(g["shown"]):
+                ax.plot([], [], marker="o", color=c, mfc=c if st != "provisional" else "white", label=st)
+        ax.set_yticks(ys, [f"{lab}" for lab in g["label"]], fontsize=7)
+        ax.set_ylim(-0.8, len(g) - 0.2)
+        if scale == "log":
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+                lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else ""))
+            ax.tick_params(axis="x", which="minor", labelsize=7)
+            ax.axvline(1.0, color="#444", lw=0.6)
+            ax.set_xlabel("ratio a / b (log axis; < 1: a's metric is smaller)")
+        else:
+            ax.axvline(0.0, color="#444", lw=0.6) if lo < 0 < hi else None
+            ax.set_xlabel({"pt": "difference a - b (percentage points)"}.get(unit, f"value ({unit or 'no unit'})"))
+        ax.set_xlim(lo, hi)
+        ax.grid(axis="x", color="#eee")
+        _legend(ax)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    _save(fig, path)
+
+
+FIGURES = {"loss_vs_epoch": ("curves", loss_vs_epoch), "acc_vs_wall": ("curves", acc_vs_wall),
+           "epoch_time_vs_nodes": ("runs", epoch_time_vs_nodes), "scaling": ("runs", scaling),
+           "straggler_sensitivity": ("runs", straggler_sensitivity), "time_breakdown": ("runs", time_breakdown),
+           "to_target": ("runs", to_target)}
+#: the across-experiment figures: reports/figures/forest_<page>.png, drawn by rule forest
+FOREST_PAGES = ("paper", "harness")
+
+
+def read_tables(tables_dir: Path) -> dict[str, pd.DataFrame]:
+    """An experiment's tables for :data:`FIGURES`: ``curves`` is evals.csv where collect wrote
+    it (finer evaluation points; written by the same job as epochs.csv), else epochs.csv."""
+    d = Path(tables_dir)
+    epochs = pd.read_csv(d / "epochs.csv") if (d / "epochs.csv").exists() else pd.DataFrame()
+    evals = d / "evals.csv"
+    curves = pd.read_csv(evals) if evals.exists() else epochs
+    if curves.empty:
+        curves = epochs
+    runs = pd.read_csv(d / "runs.csv") if (d / "runs.csv").exists() else pd.DataFrame()
+    return {"epochs": epochs, "curves": curves, "runs": runs}
+
+
+def draw(name: str, tables: dict[str, pd.DataFrame], path: Path, config: dict[str, Any] | None = None) -> None:
+    """Draw figure ``name`` of :data:`FIGURES` from an experiment's ``tables`` to ``path``."""
+    table, fn = FIGURES[name]
+    fn(tables[table], Path(path), config)

@@ -1,6 +1,15 @@
 """The standalone HTML report: ``reports/index.html`` and ``reports/papers/<paper>.html``.
 
-Front page: every paper with its claim statuses, the failed runs, the claims that could
+The front page leads with the evidence: a banner saying what the numbers were measured on
+(hardware, real ranks or the simulated platform, ranks per core, seeds), the forest plot of
+every paper claim x setting (rule forest, :func:`distrepro_wf.plots.forest`) and the table
+behind it (claim, paper statement, our setting, effect with its interval, pass region, seeds,
+verdict; not-comparable settings listed with their reason); the harness page has its own for
+the harness's sanity claims.  Each experiment section then shows its time-to-accuracy table
+(:func:`distrepro_wf.evidence.tta_table`), its figures and a per-run table linking every run
+to its directory, metrics, launch log, config and the command that reruns it.
+
+Then: every paper with its claim statuses, the failed runs, the claims that could
 not be compared (missing experiments, settings or runs) and the provenance.  A paper
 page: its claims (status per setting, measured value with its 95 % t interval over seeds,
 P(A beats B), P(pass), published value, gap; a provisional claim, judged on fewer than 3
@@ -24,7 +33,9 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from . import claims as wfclaims
+from . import evidence
 from .pages import paper_of_experiment
+from .plots import FIGURES as FIGURE_FUNCTIONS, _time_word
 from .published import Published
 from .config import WORKFLOW_DIR, expand
 
@@ -32,15 +43,19 @@ TEMPLATES = WORKFLOW_DIR / "report" / "templates"
 HARNESS_PAGE = "harness"
 HARNESS_TITLE = "Harness baselines and other experiments"
 FIGURE_TITLES = {
-    "loss_vs_epoch": "Convergence per epoch (training loss, validation accuracy)",
-    "acc_vs_wall": "Validation accuracy against time (wall-clock on real ranks, simulated on the simulated platform), per straggler setting",
-    "epoch_time_vs_nodes": "Time per epoch against the number of workers, per straggler setting",
-    "straggler_sensitivity": "Straggler sensitivity: time per epoch relative to no straggler",
     "to_target": "Time-to-accuracy and bytes-to-accuracy (95% t interval over seeds)",
+    "scaling": "Weak scaling: throughput speedup and scaling efficiency against nodes, with the ideal line",
+    "straggler_sensitivity": "Straggler sensitivity: time per epoch relative to no straggler, against the slowdown factor",
+    "time_breakdown": "Time breakdown per epoch: compute, communication, straggler wait, other",
+    "acc_vs_wall": "Validation accuracy against time (wall-clock on real ranks, simulated on the simulated platform), "
+                   "per straggler setting; band over seeds",
+    "loss_vs_epoch": "Convergence per epoch (training loss, validation accuracy); band over seeds",
+    "epoch_time_vs_nodes": "Time per epoch against the number of workers, per straggler setting",
 }
-SUMMARY_COLS = {"final_acc": "final top-1", "time_per_epoch_s": "s / epoch", "time_to_target_s": "s to target",
-                "bytes_sent_per_epoch": "bytes sent / epoch / rank", "straggler_delay_s_per_epoch":
-                "straggler s / epoch"}
+#: runs.csv column -> (header, factor into the shown unit): accuracy in %
+SUMMARY_COLS = {"final_acc": ("final top-1 (%)", 100.0), "time_per_epoch_s": ("s / epoch", 1.0),
+                "time_to_target_s": ("s to target", 1.0), "bytes_sent_per_epoch": ("bytes sent / epoch / rank", 1.0),
+                "straggler_delay_s_per_epoch": ("straggler s / epoch", 1.0)}
 # keyed by the status shown (claims.shown_status): provisional is never green
 STATUS_CLASS = {wfclaims.REPRODUCED: "st-ok", wfclaims.NOT_REPRODUCED: "st-fail",
                 wfclaims.INCONCLUSIVE: "st-inc", wfclaims.PROVISIONAL: "st-prov",
@@ -56,10 +71,10 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     g = runs.groupby(["method", "nodes", "straggler"])
     out = g.size().rename("seeds").to_frame()
-    for col, name in SUMMARY_COLS.items():
+    for col, (name, factor) in SUMMARY_COLS.items():
         if col not in runs:
             continue
-        m, s = g[col].mean(), g[col].std().fillna(0)
+        m, s = g[col].mean() * factor, g[col].std().fillna(0) * factor
         fmt = "{:.3g}" if "bytes" in col else "{:.3f}"
         out[name] = [("n/a" if pd.isna(a) else f"{fmt.format(a)} ± {fmt.format(b)}") for a, b in zip(m, s)]
     return out.reset_index()
@@ -137,6 +152,40 @@ def _claim_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
+def _evidence_rows(frame: pd.DataFrame, page: str) -> list[dict[str, Any]]:
+    """The table behind a page's forest plot: one row per claim x setting (not-comparable ones
+    too, with their reason), in the plot's order: claim, the paper's statement, our setting
+    (and what it must exercise), effect with its interval, the control's and the published
+    value, the pass region, seeds and the verdict shown (provisional never reproduced)."""
+    f = frame[frame["page"] == page]
+    drawn = evidence.plotted(frame, page)
+    order = {i: k for k, (_, _, g) in enumerate(evidence.panels(drawn)) for i in g.index}
+    f = f.assign(_o=[order.get(i, len(order) + 1) for i in f.index]).sort_values("_o", kind="stable")
+    rows = []
+    for i, r in f.iterrows():
+        shown = r["shown"]
+        reason = r["reason"]
+        if shown == wfclaims.PROVISIONAL and r["status"] in INTERVAL_WORDS and not math.isnan(r["ci_low"]):
+            reason = "; ".join(x for x in (reason, INTERVAL_WORDS[r["status"]]) if x)
+        ctrl = ""
+        if r["control"] or not math.isnan(r["control_measured"]):
+            cm = r["control_measured"]
+            ctrl = (f"{r['control'] or 'control'}: " + ("n/a" if math.isnan(cm) else
+                    f"{cm:.3g}" + ("" if math.isnan(r["control_low"]) else
+                                    f" [{r['control_low']:.3g}, {r['control_high']:.3g}]")))
+        comparable = r["status"] != wfclaims.NOT_COMPARABLE
+        seeds = (f"{int(r['seeds_a'])}" + (f" / {int(r['seeds_b'])}" if r["compare"] in ("ratio", "difference") else "")
+                 if comparable or r["seeds_a"] else "n/a")
+        rows.append({"claim": r["claim"], "paper": r["paper"], "statement": r["statement"], "setting": r["setting"],
+                     "mechanism": r["mechanism"], "effect": evidence.fmt_effect(r), "control": ctrl,
+                     "published": "" if math.isnan(r["published"]) else f"{r['published']:.3g}",
+                     "region": (r["expected"] if isinstance(r.get("expected"), str) and r["expected"]
+                                else evidence.fmt_region(r["pass_low"], r["pass_high"])), "seeds": seeds,
+                     "status": shown, "cls": STATUS_CLASS[shown], "reason": reason, "drawn": i in drawn.index,
+                     "scale": "log axis" if r["scale"] == "log" else "linear axis"})
+    return rows
+
+
 def _published_rows(numbers: pd.DataFrame, claims_list: list[dict[str, Any]], results: pd.DataFrame,
                     page_experiments: list[str], config: dict[str, Any]) -> list[dict[str, Any]]:
     """Each published number of a page beside ours: measured only through an absolute claim whose
@@ -206,9 +255,14 @@ def _experiment_section(e: str, config: dict[str, Any], tables_dir: Path, out_di
     figs = [{"src": os.path.relpath(out_dir / "figures" / e / f"{name}.png", page_dir), "title": t, "name": name,
              "cmd": " ".join(f"snakemake --cores 2 {cfg_arg} reports/figures/{e}/{name}.png".split()),
              "config": cfg_files, "hardware": hardware, "runtime": runtime}
-            for name, t in FIGURE_TITLES.items()]
+            for name, t in FIGURE_TITLES.items() if name in FIGURE_FUNCTIONS]
     wl = config["workloads"].get(exp["workload"], {})
-    section = {"where": where_text(exp),
+    time_word = _time_word(runs) if not runs.empty else "time"
+    tta = evidence.tta_display(evidence.tta_table(runs), time_word)
+    target = (f"{runs['target_metric'].dropna().iloc[0]} >= {runs['target_value'].dropna().iloc[0]:g}"
+              if not runs.empty and "target_value" in runs and runs["target_value"].notna().any() else "n/a")
+    section = {"where": where_text(exp), "tta": tta, "tta_target": target, "time_word": time_word,
+        "runs": evidence.run_rows(e, runs, failed, tables_dir.parent, page_dir),
         "name": e, "title": exp.get("title", e), "paper": exp.get("paper"),
         "workload": exp["workload"],
         "grid": f"methods {', '.join(exp['methods'])} x nodes {exp['nodes']} x stragglers "
@@ -240,18 +294,22 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
     generated = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
+    frame = evidence.claim_frame(results, published.claims, published.papers) if len(results) else None
+    forest_src = {pg: os.path.relpath(out_dir / "figures" / f"forest_{pg}.png", d)
+                  for pg, d in (("paper", out_dir), ("harness", page_dir))}
     pages: dict[str, list[str]] = {p: [] for p in published.papers} | {HARNESS_PAGE: []}
     for e in experiments:
         pid = paper_of_experiment(published.papers, config["experiments"][e].get("paper"))
         pages[pid or HARNESS_PAGE].append(e)
     titles = {p: v["title"] for p, v in published.papers.items()} | {HARNESS_PAGE: HARNESS_TITLE}
 
-    failed_all, prov, written, index_rows = [], [], [], []
+    failed_all, prov, written, index_rows, all_runs = [], [], [], [], []
     for pid, exps in pages.items():
         sections = []
         for e in exps:
             s, runs, failed = _experiment_section(e, config, tables_dir, out_dir, page_dir, cfg_arg)
             sections.append(s)
+            all_runs.append(runs)
             if len(failed):
                 failed_all.append(failed.assign(experiment=e))
             if not runs.empty:
@@ -270,7 +328,9 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
             published=_published_rows(numbers, paper_claims, results, exps, config),
             sources=published.sources[published.sources["key"].isin(srcs)].to_dict("records"),
             generated=generated, regen=" ".join(f"snakemake --cores 2 {cfg_arg} reports/papers/{pid}.html".split()),
-            status_class=STATUS_CLASS)
+            status_class=STATUS_CLASS,
+            harness_evidence=_evidence_rows(frame, "harness") if pid == HARNESS_PAGE and frame is not None else None,
+            forest_src=forest_src["harness"])
         path = page_dir / f"{pid}.html"
         _write(path, page)
         written.append(path)
@@ -296,7 +356,9 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
         n_numbers=len(published.numbers), n_verified=int((published.numbers["verified"] == "yes").sum()),
         provenance=_html_table(pd.concat(prov).drop_duplicates()) if prov else "<p><em>no runs</em></p>",
         benches=benches, regen=" ".join(f"snakemake --cores 2 {cfg_arg}".split()),
-        status_class=STATUS_CLASS)
+        status_class=STATUS_CLASS, banner=evidence.banner(all_runs),
+        evidence=_evidence_rows(frame, "paper") if frame is not None else [], forest_src=forest_src["paper"],
+        forest_cmd=" ".join(f"snakemake --cores 2 {cfg_arg} reports/figures/forest_paper.png".split()))
     _write(out, index)
     written.insert(0, out)
     return written

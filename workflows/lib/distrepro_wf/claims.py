@@ -432,7 +432,8 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
                    else REPRODUCED if (comparable["status"] == REPRODUCED).all() else INCONCLUSIVE)
         firm_failure = ((comparable["status"] == NOT_REPRODUCED) & ~prov).any()
         provisional = "yes" if prov.any() and not firm_failure else ""
-        rows.append({"claim": cid, "paper": g["paper"].iloc[0], "experiment": g["experiment"].iloc[0],
+        rows.append({"claim": cid, "paper": g["paper"].iloc[0],
+                     "page": g["page"].iloc[0] if "page" in g else "paper", "experiment": g["experiment"].iloc[0],
                      "statement": g["statement"].iloc[0], "status": overall, "provisional": provisional,
                      "shown": shown_status(overall, provisional),
                      "settings": len(g), "reproduced": int((g["status"] == REPRODUCED).sum()),
@@ -441,7 +442,7 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
                      "not_comparable": int((g["status"] == NOT_COMPARABLE).sum()),
                      "provisional_settings": int(prov.sum()),
                      "reason": "; ".join(dict.fromkeys(r for r in g["reason"] if isinstance(r, str) and r))})
-    return pd.DataFrame(rows, columns=["claim", "paper", "experiment", "statement", "status", "provisional", "shown",
+    return pd.DataFrame(rows, columns=["claim", "paper", "page", "experiment", "statement", "status", "provisional", "shown",
                                        "settings", "reproduced", "not_reproduced", "inconclusive", "not_comparable",
                                        "provisional_settings", "reason"])
 

@@ -21,8 +21,8 @@ def cfg():
 def test_default_config_is_valid(cfg):
     runs = validate(cfg)
     assert len(runs) == len(set(runs)) and runs
-    r = next(r for r in runs if r.experiment == "baseline" and r.nodes == 4 and r.straggler == "slow1x4")
-    assert r.path == f"baseline/{r.method}/n4/slow1x4/seed{r.seed}"
+    r = next(r for r in runs if r.experiment == "adpsgd" and r.nodes == 4 and r.straggler == "slow1x4")
+    assert r.path == f"adpsgd/{r.method}/n4/slow1x4/seed{r.seed}"
 
 
 @pytest.mark.parametrize("mutate,key,allowed", [
@@ -130,7 +130,7 @@ def test_simulated_experiment_run_config(cfg):
     assert (raw["backend"], raw["platform"], raw["profile"]) == ("simgrid", "ethernet_10g",
                                                                  {"name": "fixed", "step_ms": 5})
     raw = run_config(c, next(r for r in runs if r.experiment == "sgp_sim" and r.method == "sgp_1peer"))
-    assert raw["profile"] == "resnet50_v100x8"
+    assert raw["profile"] == {"name": "resnet50_v100x8", "jitter": 0.03}
     real = run_config(c, next(r for r in runs if r.experiment == "baseline"))
     assert real["backend"] == "auto" and "platform" not in real
     assert not any("sgp_sim" in w or "adpsgd_sim" in w for w in oversubscription_warnings(runs, 2, config=c))

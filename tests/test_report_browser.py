@@ -121,7 +121,7 @@ def test_every_page_table_and_image_loads(browser, rendered, tmp_path):
         names = {c for c, _ in r["tables"]}
         if page.stem in ("sgp", "harness"):  # pages with experiments: every figure each, summary tables
             forest = 1 if page.stem == "harness" else 0  # the harness's sanity claims' forest plot
-            assert len(r["images"]) == len(FIGURES) * (2 if page.stem == "sgp" else 1) + forest, (
+            assert len(r["images"]) == len(FIGURES) * (3 if page.stem == "sgp" else 1) + forest, (
                 page.name, r["images"])
             assert "dataframe table" in names, (page.name, r["tables"])
             assert all(n > 1 for _, n in r["tables"]), (page.name, r["tables"])  # a header and rows
@@ -149,11 +149,11 @@ def test_sgp_page_shows_claims_in_colour_and_published_beside_ours(browser, rend
     # each figure states its command, config, hardware and run time
     caps = [f.text for f in browser.find_elements("tag name", "figcaption")]
     k = len(FIGURES)
-    assert len(caps) == 2 * k  # experiments sgp (real ranks) and sgp_sim (simulated), every figure each
-    for c, e in zip(caps, ["sgp"] * k + ["sgp_sim"] * k):
+    assert len(caps) == 3 * k  # experiments sgp (real ranks), sgp_sim and its control (simulated), every figure
+    for c, e in zip(caps, ["sgp"] * k + ["sgp_sim"] * k + ["sgp_sim_fastnet"] * k):
         assert f"snakemake --cores 2 reports/figures/{e}/" in c and "config/config.yaml" in c
         assert "fixture-host" in c
-        assert ("training time (simulated)" if e == "sgp_sim" else "training wall time") in c
+        assert ("training time (simulated)" if e.startswith("sgp_sim") else "training wall time") in c
     # each experiment says where its runs ran and what its times mean
     where = [p.text for p in browser.find_elements("css selector", "p.where")]
     assert where[0].startswith("Real ranks on this machine") and "wall-clock" in where[0]
@@ -206,13 +206,14 @@ def test_provisional_or_inconclusive_claims_are_never_shown_as_reproduced(browse
                 assert cls in cell.get_attribute("class").split() and "st-ok" not in cell.get_attribute("class")
                 assert cell.value_of_css_property("background-color") == STATUS_BACKGROUND[cls], c
     assert front == {k for k in want if k[0] != "ar_matches_serial_top1"}, front  # every doubtful paper claim
-    # the front page: the SGP row counts 2 reproduced (not the provisional one), 1 inconclusive, 1 provisional
+    # the front page: the SGP row counts 3 reproduced (epoch time, time to accuracy, 1-peer top-1; not the
+    # provisional one), 1 inconclusive, 1 provisional
     inspect(browser, root / "reports" / "index.html")
     head = [th.text for th in browser.find_elements("css selector", "table.papers thead th")]
     sgp = next(r for r in browser.find_elements("css selector", "table.papers tbody tr") if r.text.startswith("SGP"))
     counts = dict(zip(head, [td.text for td in sgp.find_elements("tag name", "td")]))
     assert {k: counts[k] for k in ("reproduced", "not reproduced", "inconclusive", "provisional")} == {
-        "reproduced": "2", "not reproduced": "1", "inconclusive": "1", "provisional": "1"}, counts
+        "reproduced": "3", "not reproduced": "1", "inconclusive": "1", "provisional": "1"}, counts
     # and the totals: one per claim, by the status shown (claims_summary.csv's "shown")
     shown = wfclaims.summarize(claims)["shown"].value_counts()
     assert shown["provisional"] >= 1 and shown["inconclusive"] >= 1
@@ -263,7 +264,7 @@ def test_front_page_leads_with_the_forest_plot_and_the_table_behind_it(browser, 
     assert "ranks per core" in banner.lower() and "seeds per setting" in banner
     # the control and the published value are named beside the effect
     sgp = browser.find_element("css selector", "table.evidence tr[data-claim='sgp_epoch_faster_than_ar']").text
-    assert "fast network" in sgp and "published" in sgp and "x [" in sgp
+    assert "sgp_sim_fastnet" in sgp and "simulated infiniband_100g" in sgp and "published" in sgp and "x [" in sgp
 
 
 def test_tta_table_and_run_links(browser, rendered):

@@ -245,12 +245,19 @@ def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggl
     return row
 
 
-def _control_text(c: dict[str, Any]) -> str:
+def _control_text(c: dict[str, Any], config: dict[str, Any] | None = None, nodes: Any = None,
+                  straggler: Any = None) -> str:
+    """The control setting in words: 'sgp_sim_fastnet: 32 nodes, no straggler; simulated
+    infiniband_100g, ...' (with the config and a setting), else its keys."""
     ctl = c.get("control")
     if not ctl:
         return ""
-    parts = [f"{k} {v}" for k, v in ctl.items()]
-    return "the same comparison at " + ", ".join(parts)
+    if config is not None and nodes is not None:
+        e, n, st = _control_setting(c, config, nodes, straggler)
+        if e in config["experiments"]:
+            return setting_text(config, e, n, st)
+        return f"experiment {e} (not in this config)"
+    return ", ".join(f"{k} {v}" for k, v in ctl.items())
 
 
 def setting_text(config: dict[str, Any], experiment: str, nodes: int, straggler: str) -> str:
@@ -332,7 +339,8 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
     table = runs.get(e, pd.DataFrame())
     out = []
     for nodes, straggler in settings:
-        where = {"setting": setting_text(config, e, nodes, straggler)}
+        where = {"setting": setting_text(config, e, nodes, straggler),
+                 "control": _control_text(c, config, nodes, straggler)}
         iv, problems, notes, seeds = _stat(c, config, runs, failed, nodes, straggler, metric)
         paired = seeds.pop("paired")
         ctl = None

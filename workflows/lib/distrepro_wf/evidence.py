@@ -266,7 +266,8 @@ def banner(all_runs: list[pd.DataFrame]) -> dict[str, str]:
                  if per.min() != per.max() else f"{per.max():.2g} ranks per core")
     elif len(sim):
         ranks = "simulated runs: one process per run, ranks are simulated hosts"
-    seeds = runs.groupby(["experiment", "method", "nodes", "straggler"])["seed"].nunique()
+    keys = [k for k in ("experiment", "method", "nodes", "straggler") if k in runs]
+    seeds = runs.groupby(keys)["seed"].nunique() if keys and len(runs) else pd.Series([0])
     return {"hardware": "; ".join(hw) or "n/a", "backend": "; ".join(parts), "ranks": ranks,
             "seeds": (f"{seeds.min()} to {seeds.max()} seeds per setting" if seeds.min() != seeds.max()
                       else f"{seeds.max()} seeds per setting") + f" ({len(runs)} completed runs)"}

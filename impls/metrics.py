@@ -23,7 +23,11 @@ The measured values use namespaced keys ``<namespace>/<name>``:
 ``opt/lr``                 the step's learning rate
 ``time/compute_s``         forward + backward wall time
 ``time/straggler_delay_s`` emulated straggler sleep (:mod:`impls.straggler`)
-``time/comm_s``            time spent waiting on communication
+``time/comm_s``            time spent waiting on communication (every activity of the rank,
+                           a background gossip thread's included)
+``time/sync_s``            the worker loop's time in ``algo.step``: its own wait for
+                           communication plus the update (the breakdown's communication part:
+                           a background exchange that overlaps compute is not in it)
 ``time/step_s``            the whole step; ``time/epoch_s`` the whole epoch
 ``time/wall_s``            seconds since training started on this rank
 ``comm/bytes_sent|recv``   bytes this rank sent / received (counted, see impls.comm)

@@ -360,17 +360,18 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             compute_s = clock.now() - t0
             delay = straggler.delay(compute_s)
             clock.sleep(delay)
+            t_sync = clock.now()
             extra = algo.step(s)
             c = comm.pop_counters()
             now = clock.now()
             rec = {"loss/train": loss.item(), "opt/lr": s.lr, "time/compute_s": compute_s,
-                   "time/straggler_delay_s": delay, "time/step_s": now - t0, "time/wall_s": now - t_start,
-                   **c.as_metrics(), **extra}
+                   "time/straggler_delay_s": delay, "time/sync_s": now - t_sync, "time/step_s": now - t0,
+                   "time/wall_s": now - t_start, **c.as_metrics(), **extra}
             writer.write("step", epoch, gstep, rec)
             if first_bad is None and not math.isfinite(rec["loss/train"]):
                 first_bad = f"step {gstep} (epoch {epoch}): loss/train = {rec['loss/train']}"
             losses.append(rec["loss/train"])
-            for k in ("time/compute_s", "time/straggler_delay_s", *c.as_metrics()):
+            for k in ("time/compute_s", "time/straggler_delay_s", "time/sync_s", *c.as_metrics()):
                 sums[k] = sums.get(k, 0.0) + rec[k]
         epoch_s = clock.now() - t_epoch
         if barrier_free and epoch == wl.epochs - 1:  # drain in-flight exchanges before the final evaluation

@@ -45,6 +45,7 @@ EPOCH: dict[str, EpochMetric] = {
     "time/compute_s": EpochMetric("max"),
     "time/comm_s": EpochMetric("max"),
     "time/straggler_delay_s": EpochMetric("max"),
+    "time/sync_s": EpochMetric("max"),
     # server ranks (Algorithm.roles), summed over the servers, apart from the workers' bytes
     "server/bytes_sent": EpochMetric("sum"),
     "server/bytes_recv": EpochMetric("sum"),
@@ -53,7 +54,8 @@ EPOCH: dict[str, EpochMetric] = {
 #: mean rank's times (the time breakdown: EPOCH's maxima of its parts need not add up)
 EPOCH_DERIVED = {"acc/val_min": ("acc/val", "min"), "time/compute_s_mean": ("time/compute_s", "mean"),
                  "time/comm_s_mean": ("time/comm_s", "mean"),
-                 "time/straggler_delay_s_mean": ("time/straggler_delay_s", "mean")}
+                 "time/straggler_delay_s_mean": ("time/straggler_delay_s", "mean"),
+                 "time/sync_s_mean": ("time/sync_s", "mean")}
 #: the evaluation's keys (``task.evaluate``): what an evaluation point of a run carries, in
 #: ``eval`` and ``epoch`` records alike; the metric columns of ``evals.csv``
 EVAL_KEYS = ("acc/val", "loss/val", "loss/objective", "opt/gap")
@@ -105,7 +107,7 @@ METRICS: dict[str, Metric] = {
     "tta_evals": Metric("evaluation points per epoch", "", "tta_evals", higher_is_better=True),
     # where an epoch's time goes (means over worker ranks and epochs; they add up to time per epoch)
     "bd_compute_s": Metric("compute per epoch (mean rank)", "s", "bd_compute_s"),
-    "bd_comm_s": Metric("communication wait per epoch (mean rank)", "s", "bd_comm_s"),
+    "bd_comm_s": Metric("communication wait of the worker loop per epoch (mean rank)", "s", "bd_comm_s"),
     "bd_straggler_s": Metric("straggler delay per epoch (mean rank)", "s", "bd_straggler_s"),
     "bd_other_s": Metric("other time per epoch (evaluation, data, overhead)", "s", "bd_other_s"),
     "comm_share": Metric("communication share of an epoch", "%", "comm_share", 100.0),

@@ -300,7 +300,9 @@ def bytes_at(step: float, t: pd.DataFrame, steps_per_epoch: int, steps_bytes: pd
     return float(np.interp(step, np.asarray(xs)[order], np.asarray(ys)[order]))
 
 
-BREAKDOWN = {"bd_compute_s": "time/compute_s", "bd_comm_s": "time/comm_s", "bd_straggler_s": "time/straggler_delay_s"}
+BREAKDOWN = {"bd_compute_s": "time/compute_s", "bd_comm_s": "time/sync_s", "bd_straggler_s": "time/straggler_delay_s"}
+#: runs logged before ``time/sync_s`` existed: their communication part is the counters' wait
+BREAKDOWN_FALLBACK = {"time/sync_s": "time/comm_s"}
 
 
 def breakdown(t: pd.DataFrame, time_per_epoch_s: float) -> dict:
@@ -312,11 +314,14 @@ def breakdown(t: pd.DataFrame, time_per_epoch_s: float) -> dict:
     fractions of the epoch.  Means, not EPOCH's maxima over ranks: the slowest rank's
     compute and another rank's wait for it would count the same seconds twice.
 
-    The parts add up to the epoch when they do not overlap (synchronous methods).  A
-    background thread's communication (AD-PSGD's gossip) is counted while the worker
-    computes, so there the parts can exceed the epoch and ``bd_other_s`` is 0."""
+    The communication part is ``time/sync_s``, the worker loop's own time in the algorithm's
+    step (its wait for communication plus the update), not ``time/comm_s``: a background
+    exchange (AD-PSGD's gossip) waits while the worker computes, and counting that wait would
+    make the parts exceed the epoch.  Older runs without ``time/sync_s`` use ``time/comm_s``."""
     out = {}
     for col, key in BREAKDOWN.items():
+        if f"{key}_mean" not in t and key not in t:
+            key = BREAKDOWN_FALLBACK.get(key, key)
         src = f"{key}_mean" if f"{key}_mean" in t else key
         out[col] = float(t[src].mean()) if src in t else np.nan
     rest = time_per_epoch_s - sum(out.values())

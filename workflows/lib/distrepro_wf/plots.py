@@ -384,6 +384,11 @@ def to_target(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = No
 
 # ------------------------------------------------------------------------------- forest plot
 
+def _node_list(v) -> list[int]:
+    """claims.csv ``published_nodes`` ("32", 32.0, "8 32", NaN) as node counts."""
+    return [int(float(x)) for x in str(v if v is not None else "").split() if x.lower() != "nan"]
+
+
 def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
     """Forest plot of every claim x setting of a page (rows of
     :func:`distrepro_wf.evidence.plotted`, i.e. with an estimate): one panel per scale (ratios
@@ -437,8 +442,11 @@ def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
                 ax.plot([r["published"]], [y + 0.25], marker="X", ms=7, color="black", ls="none",
                         label="published value" if "published value" not in ax.get_legend_handles_labels()[1]
                         else None)
-                ax.annotate("published", (r["published"], y + 0.25), xytext=(4, 2), textcoords="offset points",
-                            fontsize=6)
+                at = _node_list(r.get("published_nodes"))  # the published value's scale, when not ours
+                other_scale = bool(at) and not (np.isfinite(r["nodes"]) and int(r["nodes"]) in at)
+                ax.annotate(f"published (n={', '.join(map(str, at))})" if other_scale else "published",
+                            (r["published"], y + 0.25),
+                            xytext=(4, 2), textcoords="offset points", fontsize=6)
         for st, c in STATUS_COLOURS.items():
             if st in set(g["shown"]):
                 ax.plot([], [], marker="o", color=c, mfc=c if st != "provisional" else "white", label=st)
@@ -448,7 +456,7 @@ def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax.xaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
-                lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else ""))
+                lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))  # 0.2, 0.5, 2, 5 ...
             ax.tick_params(axis="x", which="minor", labelsize=7)
             ax.axvline(1.0, color="#444", lw=0.6)
             ax.set_xlabel("ratio a / b (log axis; < 1: a's metric is smaller)")

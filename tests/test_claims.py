@@ -750,3 +750,7 @@ def test_a_per_epoch_speed_claim_is_judged_again_on_time_to_accuracy(tmp_path):
     assert r["status"] == "reproduced" and r["tta_status"] == "not reproduced"
     assert r["tta_measured"] == pytest.approx(math.exp(np.mean(np.log([3.0 / 2.0, 3.3 / 2.1, 3.1 / 2.05]))))
     assert "time to accuracy disagrees: not reproduced" in r["reason"]
+    runs["time_to_target_s"] = [3.0, 3.3, 3.1, np.nan, np.nan, np.nan]  # AR-SGD never reached the target
+    r = evaluate(tmp_path, [claim()], runs).iloc[0]
+    assert r["status"] == "reproduced" and r["tta_status"] == "not comparable"
+    assert "time to accuracy not comparable: time_to_target_s missing for allreduce_sgd" in r["reason"]

@@ -411,6 +411,8 @@ def _secondary(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.Dat
     alt = {**c, "metric": other}
     iv, problems, _, _ = _stat(alt, config, runs, failed, nodes, straggler, METRICS[other])
     if iv is None:
+        if status != NOT_COMPARABLE and problems:
+            notes.append(f"time to accuracy not comparable: {problems[0]}")
         return {"tta_status": NOT_COMPARABLE}
     st = verdict(iv.low, iv.high, c["expect"])
     if st != status:

@@ -754,3 +754,16 @@ def test_a_per_epoch_speed_claim_is_judged_again_on_time_to_accuracy(tmp_path):
     r = evaluate(tmp_path, [claim()], runs).iloc[0]
     assert r["status"] == "reproduced" and r["tta_status"] == "not comparable"
     assert "time to accuracy not comparable: time_to_target_s missing for allreduce_sgd" in r["reason"]
+
+
+def test_claims_table_whose_text_columns_are_all_empty_still_renders():
+    """A grid where every claim is "not comparable" writes empty setting/page/scale cells, which
+    read back as float NaN; the report's claim frame fills them with text (this crashed the
+    forest rule on the smoke config)."""
+    from distrepro_wf.evidence import claim_frame
+
+    csv = "claim,paper,experiment,compare,nodes,straggler,status,provisional,setting,page,scale\n" \
+          "c1,sgp,sgp_sim,ratio,,,not comparable,,,,\n"
+    import io
+    f = claim_frame(pd.read_csv(io.StringIO(csv)))
+    assert (f.loc[0, "setting"], f.loc[0, "scale"]) == ("experiment sgp_sim", "log")

@@ -53,7 +53,7 @@ gradient's size, so tune ``lr`` like Adam's, not SGD's (the reference: 1e-4 on I
 
 Where this differs from the reference code: adversaries are the last ranks (it takes the
 first: which ones does not matter, every replica applies the same vote; this way rank 0,
-whose records the tables read, stays honest); ``invert`` complements the sent bits (it
+which writes the run's information, stays honest); ``invert`` complements the sent bits (it
 negates the momentum, so a coordinate at exactly 0 stays +1 there); ``random`` flips seeded
 coins (it draws a fresh Gaussian, unseeded); the vote runs on a server rank rather than on
 worker 0.  The ICML paper's MXNet code mapped ``sign(0)`` to 0 and put weight decay inside the
@@ -87,7 +87,7 @@ class SignumMVConfig:
 
 def majority_vote(signs: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
     """Packed signs of ``numel`` elements (bit 1 = ``+``) -> the packed vote, ties ``+``."""
-    plus = torch.zeros(numel, dtype=torch.int32)
+    plus = torch.zeros(numel, dtype=torch.int32, device=signs[0].device)
     for s in signs:
         plus += unpack_bits(s, numel).to(torch.int32)
     return pack_bits(2 * plus >= len(signs))  # sum of +-1 = 2 * plus - n >= 0
@@ -98,7 +98,7 @@ def byzantine(signs: torch.Tensor, numel: int, mode: str, seed: int, rank: int, 
     if mode == "invert":
         return pack_bits(~unpack_bits(signs, numel))
     g = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0]))
-    return pack_bits(torch.rand(numel, generator=g) < 0.5)
+    return pack_bits(torch.rand(numel, generator=g) < 0.5).to(signs.device)
 
 
 @register("signum_mv")
@@ -146,12 +146,12 @@ class SignumMV(Algorithm):
         if self.byzantine:
             signs = byzantine(signs, self.d, self.cfg.adversary_mode, self.ctx.seed, self.ctx.rank, s.step)
         if self.cfg.aggregation == "server":  # 4
-            vote = self.sign.empty(self.d)[0]
+            vote = self.sign.empty(self.d, self.ctx.device)[0]
             send = self.comm.isend(signs, self.ctx.world)
             self.comm.irecv(vote, self.ctx.world).wait()
             send.wait()
         else:
-            bufs = [self.sign.empty(self.d)[0] for _ in range(self.ctx.world)]
+            bufs = [self.sign.empty(self.d, self.ctx.device)[0] for _ in range(self.ctx.world)]
             self.comm.all_gather(bufs, signs)
             vote = majority_vote(bufs, self.d)
         self._apply(vote, s.lr)
@@ -159,7 +159,7 @@ class SignumMV(Algorithm):
 
     def serve(self, sc: ServeContext) -> None:
         W = self.ctx.world
-        bufs = [self.sign.empty(self.d)[0] for _ in range(W)]
+        bufs = [self.sign.empty(self.d, self.ctx.device)[0] for _ in range(W)]
         for epoch in range(sc.start_epoch, sc.epochs):
             for i in range(sc.steps_per_epoch):
                 for h in [self.comm.irecv(bufs[w], w) for w in range(W)]:

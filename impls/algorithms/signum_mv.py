@@ -1,0 +1,179 @@
+"""signSGD / Signum with majority vote: 1 bit per coordinate each way, Byzantine workers optional.
+
+Papers: Bernstein, Wang, Azizzadenesheli, Anandkumar, "signSGD: Compressed Optimisation for
+Non-Convex Problems" (ICML 2018: signSGD, Signum, and the majority vote of worker signs) and
+Bernstein, Zhao, Azizzadenesheli, Anandkumar, "signSGD with Majority Vote is Communication
+Efficient and Fault Tolerant" (ICLR 2019, Algorithm 1: Signum with majority vote; Theorem 2:
+it still converges when fewer than half of the workers are adversaries that may invert or
+randomise their signs).  Reference code: jiaweizzhao/signSGD-with-Majority-Vote (the ICLR
+paper's; jxbz/signSGD is the ICML paper's MXNet code).  With ``nodes: 1`` this is
+single-machine signSGD (``beta: 0``) or Signum.
+
+Communication per step, ``W`` workers, ``d`` parameters (``ceil(d/8)`` bytes of signs, packed
+8 per byte by :mod:`impls.compression.sign`, against ``4 d`` for an fp32 gradient):
+
+* ``aggregation: server`` (the papers' form; one server rank after the workers, as
+  ``ps_sync``): each worker sends ``ceil(d/8)`` (its signs) to the server and receives
+  ``ceil(d/8)`` (the vote).  The server receives and sends ``W ceil(d/8)``, counted apart.
+* ``aggregation: allgather`` (no extra rank): an all-gather of the packed signs; each worker
+  then votes locally.  Counted as a ring all-gather: ``(W-1) ceil(d/8)`` sent and received
+  per worker, so it moves more than the server's 2 x ``ceil(d/8)`` from ``W = 3`` on, with
+  no central link and no extra hop.
+
+Both modes produce bit-identical parameters (the vote counts integers: no summation order).
+
+Steps at iteration ``t`` (every worker):
+
+1. ``g``: the gradient of this worker's batch (without weight decay).
+2. ``m = beta m + (1 - beta) g`` (``m`` starts at 0; ``beta: 0``: ``m = g``): the momentum is
+   taken on the worker, *before* the sign.
+3. ``s = sign(m)`` packed to ``ceil(d/8)`` bytes, ``sign(0) = +1``.  A Byzantine worker sends
+   instead the complement of ``s`` (``invert``) or fair coin flips seeded by (seed, rank, t)
+   (``random``); it still keeps an honest ``m`` and applies the vote, so replicas stay equal.
+4. Vote ``V = sign(sum_i s_i)``, a tie (``sum = 0``, even ``W``) giving ``+1``: on the server,
+   which sends ``V`` to every worker (``server``), or on each worker after the all-gather.
+5. ``x = x - lr (V + weight_decay x)`` on every rank (the server too, so its checkpointed copy
+   equals the workers').
+
+Hyperparameters (``algorithm``):
+
+* ``beta`` (0.9, in ``[0, 1)``): the momentum; 0 is signSGD.  The reference uses 0.9 for
+  ImageNet and 0.5 for its QRNN; momentum matters more the smaller and noisier the batch.
+* ``aggregation`` (``server``): ``server`` or ``allgather`` (see above): the same numbers,
+  different traffic.
+* ``adversaries`` (0, at most ``nodes``): Byzantine workers, the *last* ranks.  The vote is
+  expected to survive fewer than half; ``nodes / 2`` and more break it.
+* ``adversary_mode`` (``invert``): ``invert`` (the paper's worst blind adversary) or ``random``.
+
+From ``workload.optimizer`` (``sgd`` only, ``momentum: 0``: the momentum is ``beta``, on the
+worker before the sign; a second momentum after the vote is not Signum): ``lr`` with its
+schedule, and ``weight_decay``.  Every coordinate moves by ``lr`` each step whatever the
+gradient's size, so tune ``lr`` like Adam's, not SGD's (the reference: 1e-4 on ImageNet,
+1e-3 on QRNN).  Weight decay is added to the +-1 vote, so weigh it against 1 (1e-4 there).
+
+Where this differs from the reference code: adversaries are the last ranks (it takes the
+first: which ones does not matter, every replica applies the same vote; this way rank 0,
+which writes the run's information, stays honest); ``invert`` complements the sent bits (it
+negates the momentum, so a coordinate at exactly 0 stays +1 there); ``random`` flips seeded
+coins (it draws a fresh Gaussian, unseeded); the vote runs on a server rank rather than on
+worker 0.  The ICML paper's MXNet code mapped ``sign(0)`` to 0 and put weight decay inside the
+momentum; this follows the ICLR paper's code: ``sign(0) = +1``, ties ``+1`` (a 1-bit reply
+cannot say 0), weight decay added after the vote on every worker, uncompressed.  BatchNorm buffers
+stay per worker (as in ``ps_sync``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..compression import build, pack_bits, unpack_bits
+from ..errors import ConfigError
+from ..flat import flat_grads
+from ..protocol import Algorithm, ServeContext, StepContext
+from . import register
+
+
+@dataclass
+class SignumMVConfig:
+    beta: float = field(default=0.9, metadata={"min": 0, "lt": 1})
+    aggregation: str = field(default="server", metadata={"choices": ("server", "allgather")})
+    adversaries: int = field(default=0, metadata={"min": 0})
+    adversary_mode: str = field(default="invert", metadata={"choices": ("invert", "random")})
+
+
+def majority_vote(signs: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
+    """Packed signs of ``numel`` elements (bit 1 = ``+``) -> the packed vote, ties ``+``."""
+    plus = torch.zeros(numel, dtype=torch.int32, device=signs[0].device)
+    for s in signs:
+        plus += unpack_bits(s, numel).to(torch.int32)
+    return pack_bits(2 * plus >= len(signs))  # sum of +-1 = 2 * plus - n >= 0
+
+
+def byzantine(signs: torch.Tensor, numel: int, mode: str, seed: int, rank: int, step: int) -> torch.Tensor:
+    """What an adversary sends instead of its packed ``signs`` (see the module docstring, step 3)."""
+    if mode == "invert":
+        return pack_bits(~unpack_bits(signs, numel))
+    g = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0]))
+    return pack_bits(torch.rand(numel, generator=g) < 0.5).to(signs.device)
+
+
+@register("signum_mv")
+class SignumMV(Algorithm):
+    Config = SignumMVConfig
+    optimizer_use = "owns"
+    supported_optimizers = {"sgd": {"momentum": 0.0}}  # the momentum is beta, before the sign
+
+    @classmethod
+    def roles(cls, workers: int, cfg: SignumMVConfig) -> list[str]:
+        return ["worker"] * workers + (["server"] if cfg.aggregation == "server" else [])
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        if cfg.adversaries > ctx.world:
+            raise ConfigError("algorithm.adversaries", f"{cfg.adversaries} adversaries but only {ctx.world} workers")
+        self.byzantine = ctx.world - cfg.adversaries <= ctx.rank < ctx.world
+
+    def setup(self, model):
+        self.model = model
+        self.params = list(model.parameters())
+        self.sizes = [p.numel() for p in self.params]
+        self.d = sum(self.sizes)
+        self.sign = build({"name": "sign"}, key="algorithm", seed=self.ctx.seed, layout=self.sizes)
+        self.wd = self.ctx.optim.weight_decay
+        self.m: torch.Tensor | None = None
+        self.broadcast_initial_state(model)  # every rank, the server included
+
+    @torch.no_grad()
+    def _apply(self, vote: torch.Tensor, lr: float) -> None:
+        v = self.sign.decompress([vote], self.d)  # 5
+        for p, u in zip(self.params, v.split(self.sizes)):
+            p.sub_(u.view_as(p).add_(p, alpha=self.wd), alpha=lr)
+
+    @torch.no_grad()
+    def step(self, s: StepContext) -> dict[str, float]:
+        g = flat_grads(self.model)  # 1
+        beta = self.cfg.beta
+        if beta == 0:
+            m = g
+        else:  # 2
+            self.m = g.mul_(1 - beta) if self.m is None else self.m.mul_(beta).add_(g, alpha=1 - beta)
+            m = self.m
+        (signs,) = self.sign.compress(m)  # 3
+        if self.byzantine:
+            signs = byzantine(signs, self.d, self.cfg.adversary_mode, self.ctx.seed, self.ctx.rank, s.step)
+        if self.cfg.aggregation == "server":  # 4
+            vote = self.sign.empty(self.d, self.ctx.device)[0]
+            send = self.comm.isend(signs, self.ctx.world)
+            self.comm.irecv(vote, self.ctx.world).wait()
+            send.wait()
+        else:
+            bufs = [self.sign.empty(self.d, self.ctx.device)[0] for _ in range(self.ctx.world)]
+            self.comm.all_gather(bufs, signs)
+            vote = majority_vote(bufs, self.d)
+        self._apply(vote, s.lr)
+        return {}
+
+    def serve(self, sc: ServeContext) -> None:
+        W = self.ctx.world
+        bufs = [self.sign.empty(self.d, self.ctx.device)[0] for _ in range(W)]
+        for epoch in range(sc.start_epoch, sc.epochs):
+            for i in range(sc.steps_per_epoch):
+                for h in [self.comm.irecv(bufs[w], w) for w in range(W)]:
+                    h.wait()
+                vote = majority_vote(bufs, self.d)  # 4
+                sends = [self.comm.isend(vote, w) for w in range(W)]
+                self._apply(vote, sc.lr_at(epoch + i / sc.steps_per_epoch))  # 5, while the votes travel
+                for h in sends:
+                    h.wait()
+            sc.end_epoch(epoch, {})
+
+    def state_dict(self):
+        return {"momentum": self.m, "compressor": self.sign.state_dict()}
+
+    def load_state_dict(self, state):
+        self.m = state["momentum"]
+        self.sign.load_state_dict(state.get("compressor") or {})

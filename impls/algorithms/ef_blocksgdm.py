@@ -46,16 +46,16 @@ compressor (``scale: mean_abs``), one instance per call site (each worker's and 
 Hyperparameters:
 
 * ``block`` (``layer``): ``layer``: one block per parameter tensor (a layer's weight and bias are
-  two blocks), the paper's choice in its experiments; ``tensor``: one scale for the whole model
+  two blocks), the per-layer partition as we read the paper's experiments; ``tensor``: one scale for the whole model
   (dist-EF-SGDM); ``size``: fixed blocks of ``block_size`` elements.  Smaller blocks follow the
   magnitudes of the layers better (layers' gradients differ by orders of magnitude) at 4 bytes
-  per block; ``tensor`` lets large layers swamp small ones and usually needs a smaller lr.
+  per block; ``tensor`` lets large layers swamp small ones and may need a smaller lr.
 * ``block_size`` (0): elements per block with ``block: size`` (e.g. 4096-65536: overhead
   ``32 / block_size`` of the payload).
 * ``servers`` (1): server ranks; only 1 (no sharding of the parameters).
 * momentum ``mu``, ``nesterov`` and ``weight_decay`` come from ``workload.optimizer`` (``sgd``
-  only; the method owns the update).  The paper uses Nesterov with ``mu = 0.9`` and the same lr
-  schedule as full-precision SGDM; with ``block: tensor`` a lower lr can be needed.
+  only; the method owns the update).  Tuning hint: start from the full-precision SGDM recipe
+  (Nesterov, ``mu = 0.9``, its lr schedule); error feedback repays what compression drops.
 
 Ambiguities and choices: the sign of an exact zero is sent as ``+`` (1 bit carries no zero; the
 paper's ``sign(0) = 0``), so a zero element decompresses to ``+scale`` and its error feedback
@@ -66,13 +66,14 @@ Differences from public code: no code by the authors was found.  A third-party P
 (``DEFSGDM_worker`` / ``DEFSGDM_server``, "SSP compatible") compresses the momentum direction
 *without* the lr, multiplies the lr in at the server and rescales the worker error by
 ``lr_{t-1} / lr_t`` (so its error is in gradient units under a schedule), adds weight decay as
-``wd / (1 - mu) x`` after the momentum, and keeps one server error per worker (its asynchronous
-variant); with a constant lr and no weight decay its synchronous path equals steps 1-7.
+``wd / (1 - mu) x`` after the momentum, and keeps one server error per worker (for its
+stale-synchronous mode); as far as we read it, with a constant lr, no weight decay and synchronous
+steps it reduces to steps 1-7 (not run side by side).
 
 Tested (``tests/test_ef_blocksgdm.py``): real ranks (2 and 3 workers + server, ``layer`` and
 ``tensor``, lr x0.1 after epoch 1) against a naive float64 reference of steps 1-7: parameters
-within 4.5e-8 at 2 workers (bound 1e-6); dropping the server's error feedback, heavy ball for Nesterov or the
-lr after decompression move the reference by 8e-3 to 4e-2.  Bytes per worker and step: exactly
+within 4.5e-8 at 2 workers (bound 1e-6); dropping the server's error feedback, heavy ball for
+Nesterov or the lr after decompression move the reference by 8e-3 to 4e-2.  Bytes per worker and step: exactly
 ``ceil(d / 8) + 4 B`` each way (318 for the tiny MLP's 2,410 parameters in 4 blocks, against
 9,640 in fp32).  The simulated backend gives the real ranks' parameters; a killed run resumes
 to the uninterrupted run's parameters, bit for bit (worker momentum and both memories restored).

@@ -72,8 +72,8 @@ steps it reduces to steps 1-7 (not run side by side).
 
 Tested (``tests/test_ef_blocksgdm.py``): real ranks (2 and 3 workers + server, ``layer`` and
 ``tensor``, lr x0.1 after epoch 1) against a naive float64 reference of steps 1-7: parameters
-within 4.5e-8 at 2 workers (bound 1e-6); dropping the server's error feedback, heavy ball for
-Nesterov or the lr after decompression move the reference by 8e-3 to 4e-2.  Bytes per worker and step: exactly
+within 3.5e-8 at 2 workers (bound 1e-6); dropping the server's error feedback, heavy ball for
+Nesterov or the lr after decompression move the reference by 4e-3 to 2e-2.  Bytes per worker and step: exactly
 ``ceil(d / 8) + 4 B`` each way (318 for the tiny MLP's 2,410 parameters in 4 blocks, against
 9,640 in fp32).  The simulated backend gives the real ranks' parameters; a killed run resumes
 to the uninterrupted run's parameters, bit for bit (worker momentum and both memories restored).

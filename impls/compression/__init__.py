@@ -244,6 +244,9 @@ def build(spec: Mapping[str, Any], key: str = "compressor", seed: int = 0,
     ef = spec.pop("error_feedback", False)
     if not isinstance(ef, bool):
         raise ConfigError(f"{key}.error_feedback", f"expected true or false, got {ef!r}")
-    cls = load_all().get(spec.pop("name"))
+    try:
+        cls = load_all().get(spec.pop("name"))
+    except ConfigError as e:  # the registry names its own key; name the caller's
+        raise ConfigError(f"{key}.name", str(e).split(": ", 1)[1]) from None
     c = cls(from_dict(cls.Config, spec, key), seed=seed, layout=layout)
     return ErrorFeedback(c) if ef else c

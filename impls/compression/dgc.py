@@ -91,4 +91,7 @@ class DGC(Compressor):
         return {"u": self.u, "v": self.v, "steps": self.steps}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.u, self.v, self.steps = state.get("u"), state.get("v"), int(state.get("steps", 0))
+        u, v = state.get("u"), state.get("v")  # copies: compress updates them in place
+        self.u = None if u is None else u.clone()
+        self.v = None if v is None else v.clone()
+        self.steps = int(state.get("steps", 0))

@@ -312,3 +312,19 @@ def test_compressed_sgd_on_real_and_simulated_ranks(tmp_path):
         a = qs.final_state(r)
         assert max((a[k] - b[k]).abs().max().item() for k in a) <= EQUAL_TOL
     assert json.loads((sim / "out" / "provenance.json").read_text())["backend"] == "simgrid"
+
+
+# -- the throughput benchmark's helper (distrepro_wf/compbench.py) ---------------------------
+
+def test_compression_benchmark_rows_and_ratios():
+    from distrepro_wf.compbench import COLUMNS, best_times, measure
+
+    calls = []
+    t = best_times({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeat=3)
+    assert calls == ["a", "b"] * 4 and set(t) == {"a", "b"}  # a warm-up, then interleaved rounds
+    df = measure({"elements": 4096, "repeat": 2, "threads": [1, "all"], "compile": False}, all_threads=2)
+    assert list(df.columns) == COLUMNS
+    assert list(df["compressor"]) == ["sign", "sign_blockwise"] * 2 and list(df["threads"]) == [1, 1, 2, 2]
+    gbps = 4 * 4096 / df["seconds"] / 1e9
+    assert ((gbps - df["input_gbps"]).abs() <= 1e-3 + 1e-2 * gbps).all()
+    assert ((df["ratio"] - df["input_gbps"] / df["memcpy_gbps"]).abs() <= 0.02 * df["ratio"] + 1e-3).all()

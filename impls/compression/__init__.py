@@ -28,13 +28,16 @@ different vectors (a worker's gradient and a server's reply) builds two.
 
 Bit packing (:func:`pack_bits` / :func:`unpack_bits`): 8 booleans per uint8, little-endian
 within a byte (element ``i`` is bit ``i % 8`` of byte ``i // 8``), the last byte zero-padded;
-``ceil(n / 8)`` bytes for ``n`` elements.
+``ceil(n / 8)`` bytes for ``n`` elements.  Codes of ``b`` bits (QSGD's levels, TernGrad's
+ternary digits) go as ``b`` such bit planes (:func:`pack_codes`): ``b * ceil(n / 8)`` bytes.
+``workflows/scripts/bench_compression.py`` measures pack_bits against memcpy.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
@@ -46,21 +49,99 @@ COMPRESSORS: Registry = Registry("compressor", "compressor.name")
 register = COMPRESSORS.register
 _loaded = False
 _BIT_WEIGHTS = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8)
+# Eight 0/1 bytes read as one little-endian int64 ``v = sum b_i << 8i``: ``v * _GATHER`` puts
+# ``b_i`` at bit ``56 + i`` (the shifts 56 - 7i of _GATHER; the other products land at distinct
+# positions, so nothing carries), so its top byte is the packed byte.  ``byte * _SPREAD`` copies
+# the byte into all eight, ``& _SELECT`` keeps bit i in byte i: one int64 operation per 8 elements.
+_GATHER = 0x0102040810204080
+_SPREAD = 0x0101010101010101
+_SELECT = 0x8040201008040201 - 2**64  # as a signed int64
+_CHUNK = 1 << 18  # int64 words per pass of pack_bits: the temporary (2 MiB) stays in cache
+_FAST = sys.byteorder == "little"
 
 
 def pack_bits(bits: torch.Tensor) -> torch.Tensor:
-    """Booleans (any shape, flattened) -> uint8 of ``ceil(n / 8)`` bytes (see the module docstring)."""
-    b = bits.reshape(-1).to(torch.uint8)
-    pad = (-b.numel()) % 8
-    if pad:
-        b = torch.cat([b, b.new_zeros(pad)])
-    return (b.view(-1, 8) * _BIT_WEIGHTS.to(b.device)).sum(dim=1, dtype=torch.uint8)
+    """Booleans (any shape, flattened) -> uint8 of ``ceil(n / 8)`` bytes (see the module docstring).
+
+    Non-boolean input counts as ``!= 0``."""
+    b = bits.reshape(-1)
+    if b.dtype != torch.bool:
+        b = b != 0
+    n = b.numel()
+    full = n // 8
+    out = torch.empty(-(-n // 8), dtype=torch.uint8, device=b.device)
+    if not _FAST:  # pragma: no cover - big-endian hosts: the plain formulation
+        pad = torch.cat([b.to(torch.uint8), b.new_zeros(8 * out.numel() - n, dtype=torch.uint8)])
+        return (pad.view(-1, 8) * _BIT_WEIGHTS.to(b.device)).sum(dim=1, dtype=torch.uint8)
+    if full:
+        head = b[: 8 * full]
+        if head.storage_offset() % 8:
+            head = head.clone()
+        words = head.view(torch.uint8).view(torch.int64)
+        tmp = torch.empty(min(_CHUNK, full), dtype=torch.int64, device=b.device)
+        for i in range(0, full, _CHUNK):
+            w = words[i: i + _CHUNK]
+            t = tmp[: w.numel()]
+            torch.mul(w, _GATHER, out=t)
+            out[i: i + t.numel()].copy_(t.bitwise_right_shift_(56))  # copy_ keeps the low byte
+    if n > 8 * full:
+        tail = b[8 * full:].to(torch.uint8)
+        out[full] = (tail * _BIT_WEIGHTS[: tail.numel()].to(b.device)).sum(dtype=torch.uint8)
+    return out
 
 
 def unpack_bits(packed: torch.Tensor, n: int) -> torch.Tensor:
     """uint8 from :func:`pack_bits` -> the first ``n`` booleans."""
-    w = _BIT_WEIGHTS.to(packed.device)
-    return ((packed.reshape(-1, 1) & w) != 0).reshape(-1)[:n]
+    p = packed.reshape(-1)
+    if not _FAST:  # pragma: no cover
+        return ((p.reshape(-1, 1) & _BIT_WEIGHTS.to(p.device)) != 0).reshape(-1)[:n]
+    v = p.to(torch.int64).mul_(_SPREAD).bitwise_and_(_SELECT)
+    return v.view(torch.uint8).ne(0)[:n]
+
+
+def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
+    """Unsigned integer codes below ``2**bits`` -> ``bits`` bit planes of :func:`pack_bits`,
+    concatenated: plane ``j`` (bytes ``j * ceil(n/8)`` to ``(j+1) * ceil(n/8)``) holds bit ``j``
+    of every code.  ``bits * ceil(n / 8)`` bytes, the fewest whole bits per element."""
+    c = codes.reshape(-1)
+    if bits == 0 or c.numel() == 0:
+        return torch.empty(0, dtype=torch.uint8, device=c.device)
+    return torch.cat([pack_bits(c.bitwise_and(1 << j) != 0) for j in range(bits)])
+
+
+def unpack_codes(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
+    """:func:`pack_codes`' inverse: int64 codes of ``n`` elements."""
+    out = torch.zeros(n, dtype=torch.int64, device=packed.device)
+    per = -(-n // 8)
+    for j in range(bits):
+        out.bitwise_or_(unpack_bits(packed[j * per: (j + 1) * per], n).to(torch.int64) << j)
+    return out
+
+
+def code_bits(levels: int) -> int:
+    """The fewest bits that hold the codes ``0 .. levels``."""
+    return max(1, int(levels).bit_length())
+
+
+def block_sizes(numel: int, block: str, block_size: int = 0, layout: Sequence[int] | None = None) -> list[int]:
+    """Sizes of the blocks of a ``numel``-element vector: ``tensor`` (one), ``layer`` (the
+    model's layers, from ``layout``) or ``size`` (``block_size`` each, the last one shorter)."""
+    if block == "layer" and layout is not None:
+        if sum(layout) != numel:
+            raise ValueError(f"layout covers {sum(layout)} elements, the vector has {numel}")
+        return list(layout)
+    if block == "size":
+        full, rest = divmod(numel, block_size)
+        return [block_size] * full + ([rest] if rest else [])
+    return [numel]
+
+
+def generator(seed: int, count: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A generator seeded by (``seed``, ``count``): call ``count`` of a stochastic compressor
+    draws the same numbers whatever ran before (reproducible, resumable from the count)."""
+    g = torch.Generator(device=device)
+    g.manual_seed((int(seed) * 1_000_003 + int(count)) % (2**63 - 1))
+    return g
 
 
 def wire_bytes(parts: Sequence[torch.Tensor]) -> int:
@@ -71,6 +152,10 @@ class Compressor:
     """Base class; see the module docstring for the protocol."""
 
     Config: ClassVar[type]
+    #: True when the receiver regenerates random choices from the seed (``randomk``'s indices):
+    #: every sender and receiver must then be built with the same ``seed``; otherwise an
+    #: algorithm gives each worker its own (independent rounding noise, ``qsgd``, ``terngrad``)
+    shared_seed: ClassVar[bool] = False
 
     def __init__(self, cfg: Any, seed: int = 0, layout: Sequence[int] | None = None):
         self.cfg = cfg
@@ -110,6 +195,7 @@ class ErrorFeedback(Compressor):
     def __init__(self, inner: Compressor):
         super().__init__(inner.cfg, inner.seed, inner.layout)
         self.inner = inner
+        self.shared_seed = inner.shared_seed
         self.memory: torch.Tensor | None = None
 
     def wire(self, numel: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
@@ -158,6 +244,9 @@ def build(spec: Mapping[str, Any], key: str = "compressor", seed: int = 0,
     ef = spec.pop("error_feedback", False)
     if not isinstance(ef, bool):
         raise ConfigError(f"{key}.error_feedback", f"expected true or false, got {ef!r}")
-    cls = load_all().get(spec.pop("name"))
+    try:
+        cls = load_all().get(spec.pop("name"))
+    except ConfigError as e:  # the registry names its own key; name the caller's
+        raise ConfigError(f"{key}.name", str(e).split(": ", 1)[1]) from None
     c = cls(from_dict(cls.Config, spec, key), seed=seed, layout=layout)
     return ErrorFeedback(c) if ef else c

@@ -10,6 +10,8 @@
 # sim_slowmo_table2a.csv: SlowMo Table 2a time per iteration (32 nodes, 10 GbE) simulated.
 # sim_scale.csv: virtual node-steps per second of this machine, 16-256 simulated nodes.
 # sim_vs_real.csv: simulated (profile measured) / real ranks' step time, 2 compute-bound ranks.
+# compression_throughput.csv: sign / blockwise-sign compress + pack of 25.6M fp32 (ResNet-50) as a
+#   ratio of memcpy bandwidth measured in the same run, 1 thread and all (distrepro_wf/compbench.py).
 
 
 rule bench:
@@ -103,3 +105,15 @@ rule bench_sim_vs_real:
     threads: 64  # real ranks, one per core, and nothing else
     script:
         "../scripts/bench_sim_vs_real.py"
+
+
+rule bench_compression:
+    output:
+        "results/bench/compression_throughput.csv",
+    log:
+        "results/logs/bench/compression_throughput.log",
+    params:
+        spec=config.get("benchmarks", {}).get("compression", {}),
+    threads: 64  # "all threads" is what Snakemake scales this down to (--cores)
+    script:
+        "../scripts/bench_compression.py"

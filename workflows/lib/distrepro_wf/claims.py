@@ -406,8 +406,8 @@ def _secondary(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.Dat
     """A per-epoch speed claim judged again on time to the target (``tta_*`` columns); a note when
     the two measures disagree."""
     other = SECONDARY.get(c["metric"])
-    if other is None or c["compare"] not in ("ratio", "difference"):
-        return {}
+    if other is None or c["compare"] not in ("ratio", "difference") or other not in runs.get(c["experiment"], ()):
+        return {}  # no second measure recorded (an older table): nothing to say
     alt = {**c, "metric": other}
     iv, problems, _, _ = _stat(alt, config, runs, failed, nodes, straggler, METRICS[other])
     if iv is None:

@@ -73,6 +73,7 @@ import hashlib
 import json
 import os
 import shutil
+import select
 import signal
 import socket
 import subprocess
@@ -434,6 +435,72 @@ def _launches(todo: list[dict[str, Any]]) -> list[tuple[int | None, list[dict[st
     return [*by_world.items(), *sims]
 
 
+class _SimServer:
+    """``python -m impls.sim --serve`` for one launch group: forks one process per simulated run
+    (:mod:`impls.sim.__main__`), so each run skips the ~3 s of Python and torch start-up.
+    :meth:`submit` returns a :class:`_Forked`, which :func:`_watch` and :func:`_kill` treat
+    like the process of one run (its own session: ``killpg(pid)`` stops it)."""
+
+    def __init__(self, log_path: Path, env: dict[str, str] | None):
+        self._log = open(log_path, "a")
+        self.proc = subprocess.Popen([sys.executable, "-m", "impls.sim", "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._log, start_new_session=True,
+                                     env={**os.environ, **(env or {})})
+        self._buf = b""
+
+    def read(self, timeout: float | None) -> dict[str, Any] | None:
+        """The server's next answer; None if none came within ``timeout``; ``{"rc": -1}`` if it is gone."""
+        fd = self.proc.stdout.fileno()
+        deadline = None if timeout is None else time.time() + timeout
+        while b"\n" not in self._buf:
+            left = None if deadline is None else max(0.0, deadline - time.time())
+            if not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return {"rc": -1, "pid": -1}
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def submit(self, request: dict[str, Any]) -> "_Forked":
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return _Forked(self, -1, -1)
+        answer = self.read(None)
+        return _Forked(self, answer.get("pid", -1), answer.get("rc"))
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            _kill(self.proc)
+        self._log.close()
+
+
+class _Forked:
+    """One run forked by :class:`_SimServer`, with the part of Popen's interface the watch uses."""
+
+    def __init__(self, server: _SimServer, pid: int, returncode: int | None = None):
+        self.server, self.pid, self.returncode = server, pid, returncode
+
+    def poll(self) -> int | None:
+        return self.wait(0.0, raise_timeout=False)
+
+    def wait(self, timeout: float | None = None, raise_timeout: bool = True) -> int | None:
+        if self.returncode is None:
+            answer = self.server.read(timeout)
+            if answer is None:
+                if raise_timeout:
+                    raise subprocess.TimeoutExpired("simulation", timeout)
+                return None
+            self.returncode = int(answer["rc"])
+        return self.returncode
+
+
 def simulation_command(member: dict[str, Any], calibration: Path, python: str | None = None) -> list[str]:
     return [python or sys.executable, "-m", "impls.sim", "--config", str(member["config_path"]),
             "--out", str(member["attempt"]), "--checkpoint-dir", str(member["dir"] / "checkpoint"),
@@ -462,24 +529,36 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
     # process per simulated run; results/launches/<experiment>/n<N>.json -> results/
     calibration = launch_path.parent.parent.parent / "calibration" / "measured.json"
     batches = _launches(todo)
-    for world, batch in batches:
-        plan = launch_path.parent / f".plan-{tag}.json"
-        plan.write_text(json.dumps([{"config": str(m["config_path"]), "out": str(m["attempt"]),
-                                     "checkpoint_dir": str(m["dir"] / "checkpoint")} for m in batch], indent=2))
-        cmd = (simulation_command(batch[0], calibration) if world is None
-               else torchrun_command(world, str(plan), launcher))
-        with open(log_path, "a") as log:
-            log.write(f"$ {' '.join(cmd)}\n")
-            log.flush()
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                    env={**os.environ, **(env or {})})
-            timed_out, ran_s = _watch(proc, batch, timeout_s)
-            code = proc.wait()
-        plan.unlink(missing_ok=True)
-        rc = rc or code
-        for i, m in enumerate(batch):
-            m.update(rc=code, timed_out=timed_out == i, ran_s=ran_s, first=i == 0,
-                     process="torchrun" if world is not None else "the simulation")
+    server = None
+    try:
+        for world, batch in batches:
+            plan = launch_path.parent / f".plan-{tag}.json"
+            plan.write_text(json.dumps([{"config": str(m["config_path"]), "out": str(m["attempt"]),
+                                         "checkpoint_dir": str(m["dir"] / "checkpoint")} for m in batch], indent=2))
+            cmd = (simulation_command(batch[0], calibration) if world is None
+                   else torchrun_command(world, str(plan), launcher))
+            with open(log_path, "a") as log:
+                log.write(f"$ {' '.join(cmd)}" + ("  (forked by python -m impls.sim --serve)" if world is None
+                                                  else "") + "\n")
+                log.flush()
+                if world is None:  # a simulation: forked by the group's server (same command, no start-up)
+                    server = server or _SimServer(log_path, env)
+                    proc = server.submit({"config": cmd[cmd.index("--config") + 1], "out": str(batch[0]["attempt"]),
+                                          "checkpoint_dir": str(batch[0]["dir"] / "checkpoint"),
+                                          "calibration": str(calibration), "log": str(log_path)})
+                else:
+                    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                            env={**os.environ, **(env or {})})
+                timed_out, ran_s = _watch(proc, batch, timeout_s)
+                code = proc.wait()
+            plan.unlink(missing_ok=True)
+            rc = rc or code
+            for i, m in enumerate(batch):
+                m.update(rc=code, timed_out=timed_out == i, ran_s=ran_s, first=i == 0,
+                         process="torchrun" if world is not None else "the simulation")
+    finally:
+        if server is not None:
+            server.close()
     status = []
     earlier_failed = False
     for m in [m for _, batch in batches for m in batch]:

@@ -90,3 +90,26 @@ def test_measured_profile_is_calibrated_once(tmp_path):
         assert t["profile"] == "measured" and t["sample_us"] == pytest.approx(entry["sample_s"] * 1e6)
         step = json.loads((tmp_path / run / "out" / "metrics" / "rank0.jsonl").read_text().splitlines()[0])
         assert step["time/compute_s"] == pytest.approx(entry["sample_s"] * 16, rel=1e-9)  # batch 16
+
+
+def test_a_launch_group_forks_its_simulations_from_one_server(tmp_path):
+    """Simulated members of a launch group are forked by one ``impls.sim --serve`` process:
+    each is still its own process with its own outcome (ok, refused by the runtime, killed by
+    the per-run timeout, never reached), and the ok run's metrics equal those of the plain
+    one-process command."""
+    from distrepro_wf.runs import execute_group, write_run_configs
+
+    cfgs = {"ok": sim_config("allreduce_sgd", 2), "config": sim_config("allreduce_sgd", 2, workload={"epochs": 0}),
+            "slow": sim_config("allreduce_sgd", 2, workload={"epochs": 5000}),
+            "after": sim_config("allreduce_sgd", 2, seed=2)}
+    dirs = {k: tmp_path / "runs" / k for k in cfgs}
+    paths = write_run_configs({str(dirs[k]): c for k, c in cfgs.items()})
+    log = tmp_path / "n2.log"
+    launch = execute_group(paths, tmp_path / "launches" / "n2.json", log, {"kind": "local", "timeout_s": 8})
+    out = {k: json.loads((d / "outcome.json").read_text()) for k, d in dirs.items()}
+    assert [m["status"] for m in launch["members"]] == ["ok", "failed", "failed", "ok"], out
+    assert out["config"]["kind"] == "config" and out["slow"]["kind"] == "timeout"
+    assert 8 <= out["slow"]["killed_after_s"] < 30
+    assert log.read_text().count("(forked by python -m impls.sim --serve)") == 4
+    plain = simulate(cfgs["ok"], tmp_path / "plain")
+    assert _metrics(plain, 2) == [(dirs["ok"] / "run" / "metrics" / f"rank{r}.jsonl").read_text() for r in range(2)]

@@ -322,8 +322,13 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
         srcs = sorted({k for s in numbers["source"] for k in s.split("+") if k != "-"})
         info = published.papers.get(pid, {"title": HARNESS_TITLE, "citation": "Experiments of the harness itself "
                                           "and experiments whose paper matches no paper of claims.yaml."})
+        # experiments this page's claims were judged on that belong to another paper's page (an
+        # experiment has one page; e.g. the signSGD experiment serves the majority-vote paper too)
+        home = {e: p for p, es in pages.items() for e in es}
+        elsewhere = [{"experiment": e, "page": home[e], "title": titles[home[e]]}
+                     for e in dict.fromkeys(c["experiment"] for c in paper_claims) if e in home and e not in exps]
         page = env.get_template("paper.html.j2").render(
-            pid=pid, title=titles[pid], info=info, sections=sections, claims=_claim_rows(res),
+            pid=pid, title=titles[pid], info=info, sections=sections, claims=_claim_rows(res), elsewhere=elsewhere,
             counts=summ["shown"].value_counts().to_dict(),
             published=_published_rows(numbers, paper_claims, results, exps, config),
             sources=published.sources[published.sources["key"].isin(srcs)].to_dict("records"),

@@ -23,6 +23,7 @@ class Registry(Generic[T]):
         self.kind = kind  # e.g. "algorithm"
         self.key = key  # config key that selects an entry, e.g. "algorithm.name"
         self._entries: dict[str, T] = {}
+        self._package_loaded = False
 
     def register(self, name: str) -> Callable[[T], T]:
         if not _SNAKE.match(name):
@@ -69,6 +70,24 @@ class Registry(Generic[T]):
                                   f"{', '.join(['name', *allowed])}")
         fn = getattr(entry, "probe", entry) if probe else entry
         return fn(*args, **kwargs, **spec)
+
+    def load_package(self, package: str, path: Any) -> "Registry[T]":
+        """Import every module of ``package`` (its ``__path__``: one entry per file, ``_``-prefixed
+        files skipped) once, and check that each registers an entry under its file name, the
+        one-file-one-entry rule of the algorithm and compressor packages."""
+        if not self._package_loaded:
+            import importlib
+            import pkgutil
+
+            for info in pkgutil.iter_modules(path):
+                if info.name.startswith("_"):
+                    continue
+                importlib.import_module(f"{package}.{info.name}")
+                if info.name not in self._entries:
+                    raise RuntimeError(f"{package.replace('.', '/')}/{info.name}.py registers no {self.kind} "
+                                       f"named {info.name!r}")
+            self._package_loaded = True
+        return self
 
     def names(self) -> list[str]:
         return sorted(self._entries)

@@ -6,8 +6,6 @@ an unknown name raises :class:`~impls.errors.ConfigError` listing the known ones
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any, Mapping
 
 from ..dataclass_config import from_dict
@@ -15,21 +13,11 @@ from ..registry import Registry
 
 ALGORITHMS: Registry = Registry("algorithm", "algorithm.name")
 register = ALGORITHMS.register
-_loaded = False
 
 
 def load_all() -> Registry:
     """Import every algorithm module once; check that each registers under its file name."""
-    global _loaded
-    if not _loaded:
-        for info in pkgutil.iter_modules(__path__):
-            if info.name.startswith("_"):
-                continue
-            importlib.import_module(f"{__name__}.{info.name}")
-            if info.name not in ALGORITHMS:
-                raise RuntimeError(f"impls/algorithms/{info.name}.py registers no algorithm named {info.name!r}")
-        _loaded = True
-    return ALGORITHMS
+    return ALGORITHMS.load_package(__name__, __path__)
 
 
 def get_algorithm(name: str):

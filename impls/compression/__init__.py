@@ -35,8 +35,6 @@ ternary digits) go as ``b`` such bit planes (:func:`pack_codes`): ``b * ceil(n /
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import sys
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -47,7 +45,6 @@ from ..registry import Registry
 
 COMPRESSORS: Registry = Registry("compressor", "compressor.name")
 register = COMPRESSORS.register
-_loaded = False
 _BIT_WEIGHTS = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8)
 # Eight 0/1 bytes read as one little-endian int64 ``v = sum b_i << 8i``: ``v * _GATHER`` puts
 # ``b_i`` at bit ``56 + i`` (the shifts 56 - 7i of _GATHER; the other products land at distinct
@@ -220,16 +217,7 @@ class ErrorFeedback(Compressor):
 
 def load_all() -> Registry:
     """Import every compressor module once; check that each registers under its file name."""
-    global _loaded
-    if not _loaded:
-        for info in pkgutil.iter_modules(__path__):
-            if info.name.startswith("_"):
-                continue
-            importlib.import_module(f"{__name__}.{info.name}")
-            if info.name not in COMPRESSORS:
-                raise RuntimeError(f"impls/compression/{info.name}.py registers no compressor named {info.name!r}")
-        _loaded = True
-    return COMPRESSORS
+    return COMPRESSORS.load_package(__name__, __path__)
 
 
 def build(spec: Mapping[str, Any], key: str = "compressor", seed: int = 0,

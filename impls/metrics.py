@@ -12,6 +12,9 @@ One file per rank, one JSON object per line.  Every record has ``kind``, ``rank`
   evaluation's keys and ``time/wall_s`` (when its parameters were reached), written by
   the evaluating ranks only (``eval_ranks``).  With the epoch records they make the
   run's evaluation series, which time to target is interpolated on.
+* ``push``: a push a parameter server applied (asynchronous modes, written by the server
+  rank; ``step``: the server's count of pushes): ``ps/worker``, ``ps/staleness``,
+  ``ps/k`` (gradients it sums), ``ps/version`` and ``time/wall_s``.
 
 The measured values use namespaced keys ``<namespace>/<name>``:
 

@@ -103,6 +103,9 @@ class ServeContext:
     steps_per_epoch: int
     lr_at: Callable[[float], float]  # the schedule's learning rate at a fractional epoch
     end_epoch: Callable[[int, dict[str, float]], None]  # (epoch, extra metrics); call after each epoch
+    #: (epoch, step, values): one ``push`` record of the server's own (an applied push of an
+    #: asynchronous mode: worker, staleness, ...); ``step`` counts the server's pushes
+    log: Callable[[int, int, dict[str, float]], None] = lambda epoch, step, values: None
 
 
 @dataclass

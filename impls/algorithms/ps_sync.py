@@ -31,8 +31,11 @@ checkpoints it with the parameters.
 
 Hyperparameters:
 
-* ``servers`` (1): server ranks.  Sharding the parameters over several servers (each owns
-  a slice) is the parameter-server issue's; only 1 is accepted here.
+* ``servers`` (1): server ranks; each owns an equal range of the flat parameters
+  (:mod:`impls.ps`) and receives, averages and returns only that, so a server's traffic
+  is ``1/servers`` of a model per worker per step.  Raise it when the server's link is the
+  bottleneck (many workers, a big model).  The parameters are
+  the same as with one server (tested).
 
 Buffers (BatchNorm statistics) stay on each worker, as in DistBelief-style servers.
 """
@@ -43,43 +46,34 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..flat import flat_grads, flat_params, write_params
-from ..protocol import Algorithm, ServeContext, StepContext
+from ..protocol import ServeContext, StepContext
+from ..ps import ParameterServer
 from . import register
 
 
 @dataclass
 class PSSyncConfig:
-    servers: int = field(default=1, metadata={"min": 1, "max": 1})
+    servers: int = field(default=1, metadata={"min": 1})
 
 
 @register("ps_sync")
-class PSSync(Algorithm):
+class PSSync(ParameterServer):
     Config = PSSyncConfig
 
-    @classmethod
-    def roles(cls, workers: int, cfg: PSSyncConfig) -> list[str]:
-        return ["worker"] * workers + ["server"] * cfg.servers
-
-    def setup(self, model):
-        self.model = model
-        self.server = self.ctx.world  # the first rank after the workers
-        if not self.is_worker():
-            self.optimizer = self.make_optimizer(model.parameters())
-        self.broadcast_initial_state(model)  # every rank, servers included
-        self.d = flat_params(model).numel()
-
     def step(self, s: StepContext) -> dict[str, float]:
-        send = self.comm.isend(flat_grads(self.model), self.server)  # 1
-        params = torch.empty(self.d)
-        self.comm.irecv(params, self.server).wait()  # 3
-        send.wait()
-        write_params(self.model, params)
+        sh = self.shards
+        sends = [self.comm.isend(g, sh.rank(j)) for j, g in enumerate(sh.grads())]  # 1
+        bufs = [torch.empty(n) for n in sh.sizes]
+        for h in [self.comm.irecv(b, sh.rank(j)) for j, b in enumerate(bufs)]:  # 3
+            h.wait()
+        for h in sends:
+            h.wait()
+        sh.write(bufs)
         return {}
 
     def serve(self, sc: ServeContext) -> None:
-        W, d = self.ctx.world, self.d
-        bufs = [torch.empty(d) for _ in range(W)]
+        W, srv = self.ctx.world, self.server
+        bufs = [torch.empty(self.shards.sizes[srv.j]) for _ in range(W)]
         for epoch in range(sc.start_epoch, sc.epochs):
             for i in range(sc.steps_per_epoch):
                 for h in [self.comm.irecv(bufs[w], w) for w in range(W)]:  # 2
@@ -87,12 +81,8 @@ class PSSync(Algorithm):
                 g = bufs[0].clone()
                 for b in bufs[1:]:
                     g.add_(b)
-                g.div_(W)
-                for p, v in zip(self.model.parameters(), g.split([p.numel() for p in self.model.parameters()])):
-                    p.grad = v.view_as(p).clone()
-                self.set_lr(sc.lr_at(epoch + i / sc.steps_per_epoch))
-                self.optimizer.step()
-                out = flat_params(self.model)
+                srv.apply(g, sc.lr_at(epoch + i / sc.steps_per_epoch), 1.0 / W, W)
+                out = srv.params()
                 for h in [self.comm.isend(out, w) for w in range(W)]:  # 3
                     h.wait()
-            sc.end_epoch(epoch, {})
+            self.end_epoch(sc, epoch, {})

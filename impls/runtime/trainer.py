@@ -280,16 +280,23 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
     if not algo.is_worker():  # a server rank (Algorithm.roles): its own records and checkpoints
         t_start = comm.clock.now() - wall_offset
 
+        # the workers' schedule: barrier-free workers agree on divergence once, after the last epoch
+        per_epoch = STEP_SCHEDULES.get(algo.step_schedule).per_epoch_collectives
+
         def end_epoch(epoch: int, extra: dict[str, float]) -> None:
             rec = {**comm.pop_counters().as_metrics(), **extra, "time/wall_s": comm.clock.now() - t_start}
             writer.write("epoch", epoch, (epoch + 1) * steps_per_epoch, rec)
             writer.flush()
-            _check_divergence(None, ctl)  # the workers' verdict: leave with them
+            if per_epoch or epoch == wl.epochs - 1:
+                _check_divergence(None, ctl)  # the workers' verdict: leave with them
             save_checkpoint(epoch, rec["time/wall_s"])
+
+        def log(epoch: int, step: int, values: dict[str, float]) -> None:
+            writer.write("push", epoch, step, {**values, "time/wall_s": comm.clock.now() - t_start})
 
         comm.pop_counters()
         algo.serve(ServeContext(start_epoch, wl.epochs, steps_per_epoch,
-                                lambda e: res.schedule.lr(o.lr, world, e, wl.epochs), end_epoch))
+                                lambda e: res.schedule.lr(o.lr, world, e, wl.epochs), end_epoch, log))
         algo.close()
         writer.close()
         return

@@ -20,6 +20,8 @@ rule collect:
         failed="results/tables/{experiment}/failed.csv",
         # every run's evaluation points (step, epoch_f, time/wall_s, metrics): curves with seed bands
         evals="results/tables/{experiment}/evals.csv",
+        # parameter-server modes: how stale the applied pushes were (histograms; empty otherwise)
+        staleness="results/tables/{experiment}/staleness.csv",
     log:
         "results/logs/collect/{experiment}.log",
     script:

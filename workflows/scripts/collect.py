@@ -7,7 +7,7 @@ Snakemake deletes a failed job's outputs, which would wipe the experiment's tabl
 import logging
 from pathlib import Path
 
-from distrepro_wf.collect import collect, write_atomic
+from distrepro_wf.collect import collect, staleness_table, write_atomic
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")
@@ -17,6 +17,7 @@ write_atomic(epochs, Path(sm.output.epochs))
 write_atomic(runs, Path(sm.output.runs))
 write_atomic(failed, Path(sm.output.failed))
 write_atomic(evals, Path(sm.output.evals))
+write_atomic(staleness_table(Path(p) for p in sm.input), Path(sm.output.staleness))
 logging.info("%d runs ok, %d failed, %d epoch rows, %d evaluation points", len(runs), len(failed), len(epochs),
              len(evals))
 for _, f in failed.iterrows():

@@ -46,9 +46,13 @@ EPOCH: dict[str, EpochMetric] = {
     "time/comm_s": EpochMetric("max"),
     "time/straggler_delay_s": EpochMetric("max"),
     "time/sync_s": EpochMetric("max"),
-    # server ranks (Algorithm.roles), summed over the servers, apart from the workers' bytes
+    # server ranks (Algorithm.roles), apart from the workers: bytes summed over the servers;
+    # the asynchronous modes' staleness of the applied pushes and their number (impls/ps.py)
     "server/bytes_sent": EpochMetric("sum"),
     "server/bytes_recv": EpochMetric("sum"),
+    "server/staleness_mean": EpochMetric("mean"),
+    "server/staleness_max": EpochMetric("max"),
+    "server/pushes": EpochMetric("mean"),
 }
 #: per-epoch columns derived over ranks from another key: the worst rank's accuracy, and the
 #: mean rank's times (the time breakdown: EPOCH's maxima of its parts need not add up)
@@ -90,6 +94,12 @@ METRICS: dict[str, Metric] = {
                                           source=("server/bytes_sent", "mean")),
     "server_bytes_recv_per_epoch": Metric("bytes the servers received per epoch", "B",
                                           "server_bytes_recv_per_epoch", source=("server/bytes_recv", "mean")),
+    "staleness_mean": Metric("mean staleness of an applied push (updates since its read)", "updates",
+                             "staleness_mean", source=("server/staleness_mean", "mean")),
+    "staleness_max": Metric("largest staleness of an applied push", "updates", "staleness_max",
+                            source=("server/staleness_max", "max")),
+    "server_pushes_per_epoch": Metric("pushes a server applied per epoch", "pushes", "server_pushes_per_epoch",
+                                      source=("server/pushes", "mean")),
     "compute_s_per_epoch": Metric("compute time per epoch", "s", "compute_s_per_epoch",
                                   source=("time/compute_s", "mean")),
     "comm_s_per_epoch": Metric("communication time per epoch", "s", "comm_s_per_epoch",

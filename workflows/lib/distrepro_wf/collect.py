@@ -41,6 +41,10 @@ from . import runs
 from .catalogue import EPOCH, EPOCH_DERIVED, EVAL_KEYS, METRICS, better_direction
 
 KEYS = ["experiment", "method", "nodes", "straggler", "seed"]
+#: the server ranks' epoch keys behind EPOCH's ``server/`` columns
+SERVER_KEYS = {"server/bytes_sent": "comm/bytes_sent", "server/bytes_recv": "comm/bytes_recv",
+               "server/staleness_mean": "ps/staleness_mean", "server/staleness_max": "ps/staleness_max",
+               "server/pushes": "ps/pushes"}
 FAILED_COLS = KEYS + ["kind", "reason", "returncode", "log", "attempt_dir"]
 SERIES_COLS = ["step", "epoch_f", "time/wall_s"]  # an evaluation point's place; then its EVAL_KEYS
 
@@ -80,13 +84,40 @@ def _read_metrics(run_dir: Path, nodes: int) -> list[dict]:
 
 
 def _server_epochs(run_dir: Path, workers: int) -> pd.DataFrame | None:
-    """Per epoch, the server ranks' bytes (summed over servers) as ``server/bytes_sent|recv``."""
+    """Per epoch, the server ranks' values as ``server/...`` columns (:data:`EPOCH`'s
+    ``server/`` keys: bytes summed over servers; the parameter-server modes' staleness and
+    pushes, which every server sees alike, averaged; the largest staleness, the maximum)."""
     files = [p for p in (run_dir / "metrics").glob("rank*.jsonl") if int(p.stem[4:]) >= workers]
     if not files:
         return None
     ep = pd.DataFrame([r for r in read_jsonl(sorted(files)) if r["kind"] == "epoch"])
-    cols = {"comm/bytes_sent": "server/bytes_sent", "comm/bytes_recv": "server/bytes_recv"}
-    return ep.groupby("epoch", as_index=False)[list(cols)].sum().rename(columns=cols)
+    how = {k: m.across for k, m in EPOCH.items() if k.startswith("server/") and SERVER_KEYS[k] in ep}
+    ep = ep.rename(columns={SERVER_KEYS[k]: k for k in how})
+    return ep.groupby("epoch", as_index=False).agg(how)
+
+
+def staleness_table(launch_paths: Iterable[Path]) -> pd.DataFrame:
+    """How stale the applied pushes of every ok run were: one row per (run, pushing worker
+    slow or not, staleness) with the number of ``pushes``, from the server ranks' ``push``
+    records (the asynchronous parameter-server modes; empty for every other method).
+    ``slow``: the pushing worker is one of the run's straggler ranks (``runinfo.json``)."""
+    rows = []
+    for p in outcome_paths(launch_paths):
+        info, tables = load_run(p)
+        if tables is None:
+            continue
+        run = p.parent / runs.read_outcome(p.parent).get("run_dir", "run")
+        workers = int(info["nodes"])
+        slow = set(runs.read_json(run / "runinfo.json").get("slow_ranks") or [])
+        files = sorted(f for f in (run / "metrics").glob("rank*.jsonl") if int(f.stem[4:]) == workers)
+        pushes = [r for r in read_jsonl(files) if r["kind"] == "push"]  # server 0 sees every push
+        if not pushes:
+            continue
+        df = pd.DataFrame({"slow": [int(r["ps/worker"]) in slow for r in pushes],
+                           "staleness": [int(r["ps/staleness"]) for r in pushes]})
+        for (sl, st), n in df.groupby(["slow", "staleness"]).size().items():
+            rows.append({**{k: info[k] for k in KEYS}, "slow": bool(sl), "staleness": int(st), "pushes": int(n)})
+    return pd.DataFrame(rows, columns=KEYS + ["slow", "staleness", "pushes"])
 
 
 def load_run(outcome_path: Path) -> tuple[dict, RunTables | None]:

@@ -471,10 +471,33 @@ def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
     _save(fig, path)
 
 
+def staleness(st: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
+    """Staleness histograms of the parameter-server modes: the share of applied pushes per
+    staleness (updates applied between a worker's read and its push), one panel per
+    straggler setting, one line per method x nodes (pooled over seeds); the straggler's own
+    pushes dashed."""
+    if st is None or st.empty:
+        _empty(path, "staleness of applied pushes", "no parameter-server mode with asynchronous pushes here")
+        return
+    settings = sorted(st["straggler"].unique())
+    fig, axes = plt.subplots(1, len(settings), figsize=(5 * len(settings), 3.6), squeeze=False)
+    for ax, strag in zip(axes[0], settings):
+        g0 = st[st["straggler"] == strag]
+        for (m, n, slow), g in g0.groupby(["method", "nodes", "slow"]):
+            h = g.groupby("staleness")["pushes"].sum().sort_index()
+            ax.step(h.index, h.values / h.sum(), where="mid", color=method_colour(m), ls="--" if slow else "-",
+                    label=_label(m, n) + (" (slow worker)" if slow else ""))
+        ax.set_xlabel("staleness (updates since the worker's read)")
+        ax.set_ylabel("share of applied pushes")
+        ax.set_title(f"straggler: {strag}", fontsize=9)
+        _legend(ax, fontsize=7)
+    _save(fig, path)
+
+
 FIGURES = {"loss_vs_epoch": ("curves", loss_vs_epoch), "acc_vs_wall": ("curves", acc_vs_wall),
            "epoch_time_vs_nodes": ("runs", epoch_time_vs_nodes), "scaling": ("runs", scaling),
            "straggler_sensitivity": ("runs", straggler_sensitivity), "time_breakdown": ("runs", time_breakdown),
-           "to_target": ("runs", to_target)}
+           "to_target": ("runs", to_target), "staleness": ("staleness", staleness)}
 #: the across-experiment figures: reports/figures/forest_<page>.png, drawn by rule forest
 FOREST_PAGES = ("paper", "harness")
 
@@ -489,7 +512,9 @@ def read_tables(tables_dir: Path) -> dict[str, pd.DataFrame]:
     if curves.empty:
         curves = epochs
     runs = pd.read_csv(d / "runs.csv") if (d / "runs.csv").exists() else pd.DataFrame()
-    return {"epochs": epochs, "curves": curves, "runs": runs}
+    st = d / "staleness.csv"
+    staleness_ = pd.read_csv(st) if st.exists() and st.stat().st_size > 1 else pd.DataFrame()
+    return {"epochs": epochs, "curves": curves, "runs": runs, "staleness": staleness_}
 
 
 def draw(name: str, tables: dict[str, pd.DataFrame], path: Path, config: dict[str, Any] | None = None) -> None:

@@ -47,6 +47,7 @@ FIGURE_TITLES = {
     "scaling": "Weak scaling: throughput speedup and scaling efficiency against nodes, with the ideal line",
     "straggler_sensitivity": "Straggler sensitivity: time per epoch relative to no straggler, against the slowdown factor",
     "time_breakdown": "Time breakdown per epoch: compute, communication, straggler wait, other",
+    "staleness": "Staleness of the pushes a parameter server applied (asynchronous modes)",
     "acc_vs_wall": "Validation accuracy against time (wall-clock on real ranks, simulated on the simulated platform), "
                    "per straggler setting; band over seeds",
     "loss_vs_epoch": "Convergence per epoch (training loss, validation accuracy); band over seeds",

@@ -1,0 +1,278 @@
+"""Parameter-server building blocks shared by ``ps_sync``, ``ps_async``, ``ps_ssp``,
+``ps_cyclic`` and ``ddcgu`` (one file each under :mod:`impls.algorithms`).
+
+Ranks: ``nodes`` workers first, then ``servers`` server ranks (``Algorithm.roles``).
+Server ``j`` owns the contiguous range ``[j d / k, (j + 1) d / k)`` of the flat parameter
+vector (``d`` parameters in ``model.parameters()`` order, ``k`` servers), as PS-Lite
+splits keys by range and MXNet's kvstore splits big arrays over servers: equal shares,
+whatever the layer sizes (whole-tensor shards would put a ResNet's or an MLP's largest
+layer on one server).  Elementwise optimizers (SGD, Adam) are unchanged by the split; a
+per-layer one (LARS) needs one server.
+
+Messages (fp32, counted by ``ctx.comm``):
+
+* push, worker -> server ``j``: the worker's (accumulated) gradient of ``j``'s tensors,
+  then a 5-float header ``[worker, version, k, flag, seconds]``: the server version of
+  the parameters the gradient was computed on, how many gradients it sums (``ddcgu``
+  accumulates), ``flag`` = 0 for a push, 1 for "done" (the worker has taken its last
+  step; the gradient part then holds its remaining accumulation, possibly ``k = 0``), and
+  the worker's measured seconds per gradient (``ddcgu``'s speed estimate);
+* reply, server ``j`` -> worker: ``j``'s parameters, then ``[version, staleness, gap, 0, 0]``
+  (``staleness``: versions applied between the worker's read and this push's
+  application; ``gap``: the worker's step lead over the slowest, ``ps_ssp``);
+* grant (``ddcgu`` only), server 0 -> worker: a header alone ("your turn").
+
+Every server applies each gradient with weight ``1/W`` (``W`` workers) through the
+workload's optimizer, so ``W`` pushes move the model as far as one synchronous step with
+the averaged gradient at the same learning rate: every mode is run at ``ps_sync``'s rate.
+The L2 term (coupled weight decay) is added once per gradient, at the server's current
+parameters, so ``W`` pushes decay as much as one synchronous step.
+With plain SGD the order of arrivals does not change their sum; momentum is kept per
+applied push (the server's buffer sees ``W`` updates per round), as in an asynchronous
+server, so with momentum only the synchronous modes equal ``ps_sync``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .errors import ConfigError
+from .flat import flat_grads, flat_params, write_params
+from .optim import build_optimizer
+from .protocol import Algorithm, ServeContext
+
+HEADER = 5
+PUSH, DONE = 0.0, 1.0
+
+
+def shard_bounds(d: int, servers: int) -> list[tuple[int, int]]:
+    """Server ``j``'s range of the flat parameter vector: equal shares, in order."""
+    cuts = [round(j * d / servers) for j in range(servers + 1)]
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+class Shards:
+    """The flat parameter ranges of the servers, and the message buffers of both sides.
+
+    ``first``: the rank of server 0 (= the number of workers)."""
+
+    def __init__(self, model: nn.Module, servers: int, first: int):
+        self.model, self.servers, self.first = model, servers, first
+        self.d = sum(p.numel() for p in model.parameters())
+        self.bounds = shard_bounds(self.d, servers)
+        self.sizes = [hi - lo for lo, hi in self.bounds]
+
+    def rank(self, j: int) -> int:
+        return self.first + j
+
+    # -- worker side ---------------------------------------------------------------------
+    def grads(self) -> list[torch.Tensor]:
+        """This step's gradient, one part per server."""
+        g = flat_grads(self.model)
+        return [g[lo:hi] for lo, hi in self.bounds]
+
+    def message(self, j: int, body: torch.Tensor | None, header: list[float]) -> torch.Tensor:
+        """``body`` (``None``: zeros) followed by the header."""
+        out = torch.zeros(self.sizes[j] + HEADER)
+        if body is not None:
+            out[: self.sizes[j]] = body
+        out[self.sizes[j]:] = torch.tensor(header)
+        return out
+
+    def buffer(self, j: int) -> torch.Tensor:
+        return torch.empty(self.sizes[j] + HEADER)
+
+    def write(self, parts: list[torch.Tensor]) -> None:
+        """Write every server's part of the parameters into the model."""
+        write_params(self.model, torch.cat(parts))
+
+
+class ServerShard:
+    """One server's range of the parameters (a view into the server's flat copy), its
+    optimizer and its version (updates applied)."""
+
+    def __init__(self, algo, shards: Shards, j: int, workers: int):
+        self.shards, self.j, self.W = shards, j, workers
+        self.lo, self.hi = shards.bounds[j]
+        self.flat = flat_params(shards.model)
+        self.x = nn.Parameter(self.flat[self.lo: self.hi])
+        # the L2 term is added here, once per gradient a push sums: per-push servers must not
+        # decay W times per round (a decoupled decay, AdamW's, stays in the optimizer)
+        self.optimizer, self.wd = build_optimizer(algo.ctx.optim, [self.x], l2_outside=True)
+        self.version = 0
+
+    def apply(self, g: torch.Tensor, lr: float, weight: float, k: float = 1.0) -> None:
+        """One optimizer step with gradient ``weight * (g + k wd x)``: ``g`` is this shard's
+        part of a sum of ``k`` gradients (the L2 term at the current parameters)."""
+        self.x.grad = (g + (k * self.wd) * self.x.detach()) * weight if self.wd else g * weight
+        self.optimizer.lr = lr
+        self.optimizer.step()
+        self.version += 1
+
+    def params(self) -> torch.Tensor:
+        return self.x.detach().clone()
+
+    def reply(self, header: list[float]) -> torch.Tensor:
+        return torch.cat([self.x.detach(), torch.tensor(header, dtype=torch.float32)])
+
+    def commit(self) -> None:
+        """Write this shard into the server's model (its checkpoint; other shards' ranges
+        keep their initial values there)."""
+        write_params(self.shards.model, self.flat)
+
+    def reload(self) -> None:
+        """After a checkpoint restored the server's model: take the shard from it."""
+        with torch.no_grad():
+            self.x.copy_(flat_params(self.shards.model)[self.lo: self.hi])
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "version": self.version}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.reload()
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.version = state["version"]
+
+
+def split(buf: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
+    """A message's body and header."""
+    return buf[:-HEADER], [float(v) for v in buf[-HEADER:]]
+
+
+class ParameterServer(Algorithm):
+    """What every parameter-server mode shares: the roles (``servers`` ranks after the
+    workers), the shards, the initial broadcast, and the worker's push and pull.
+
+    A mode's file supplies ``step`` (when a worker pushes) and ``serve`` (the order in
+    which a server applies pushes and releases replies); ``cfg.servers`` is read here."""
+
+    @classmethod
+    def roles(cls, workers: int, cfg) -> list[str]:
+        return ["worker"] * workers + ["server"] * cfg.servers
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        if cfg.servers > 1 and getattr(ctx.optim, "name", "sgd") == "lars":
+            raise ConfigError("algorithm.servers", "LARS scales each layer by its own norm, which a server holding "
+                                                   "a range of the flat parameters cannot see: use servers: 1")
+
+    def setup(self, model: nn.Module) -> None:
+        self.model = model
+        self.shards = Shards(model, self.cfg.servers, self.ctx.world)
+        self.server = None if self.is_worker() else ServerShard(self, self.shards, self.ctx.rank - self.ctx.world,
+                                                                self.ctx.world)
+        self.broadcast_initial_state(model)  # every rank, servers included
+        self.version = [0.0] * self.cfg.servers  # the server version of each shard this worker holds
+        self.closed = False
+
+    # -- worker --------------------------------------------------------------------------
+    def push(self, bodies: list[torch.Tensor | None], k: float, flag: float = PUSH, seconds: float = 0.0) -> list:
+        """Send every server its part (``None``: zeros) with the header; returns the handles."""
+        return [self.comm.isend(self.shards.message(j, bodies[j], [self.ctx.rank, self.version[j], k, flag, seconds]),
+                                self.shards.rank(j)) for j in range(self.cfg.servers)]
+
+    def pull(self) -> list[float]:
+        """Receive every server's reply, write the parameters; returns server 0's header."""
+        bufs = [self.shards.buffer(j) for j in range(self.cfg.servers)]
+        for h in [self.comm.irecv(b, self.shards.rank(j)) for j, b in enumerate(bufs)]:
+            h.wait()
+        parts = [split(b) for b in bufs]
+        self.shards.write([body for body, _ in parts])
+        self.version = [head[0] for _, head in parts]
+        return parts[0][1]
+
+    def push_pull(self, bodies: list[torch.Tensor | None], k: float, flag: float = PUSH,
+                  seconds: float = 0.0) -> list[float]:
+        sends = self.push(bodies, k, flag, seconds)
+        head = self.pull()
+        for h in sends:
+            h.wait()
+        return head
+
+    # -- server --------------------------------------------------------------------------
+    def end_epoch(self, sc: ServeContext, epoch: int, extra: dict[str, float]) -> None:
+        self.server.commit()  # the checkpoint holds the shard
+        sc.end_epoch(epoch, extra)
+
+    def send_reply(self, w: int, header: list[float]) -> None:
+        self.comm.isend(self.server.reply(header), w).wait()
+
+    def serve_arrivals(self, sc: ServeContext, bound: int | None = None, staleness_lr: bool = False) -> None:
+        """Apply pushes in the order they arrive (``ps_async``, ``ps_ssp``; simulated time
+        orders them on the simulated platform, so a run is deterministic there).
+
+        1. Receive the next push from any worker; apply it (weight ``1/W``, divided by its
+           staleness if ``staleness_lr``); log it (a ``push`` record).
+        2. Release every held reply the bound allows: a worker that has pushed ``c`` times
+           gets the current parameters once ``c - min(live workers' pushes) <= bound``
+           (``None``: at once).  A worker that is done no longer counts in the minimum.
+        3. At every ``W * steps_per_epoch`` applied gradients an epoch ends; after every
+           worker has said "done", all get the final parameters and the last epoch ends.
+        """
+        W, sh = self.ctx.world, self.server
+        S = sc.steps_per_epoch * W
+        applied, epoch, pushes = 0, sc.start_epoch, 0
+        clock, done, held = [0] * W, [False] * W, []
+        stale_epoch: list[float] = []
+        checksum = 0.0
+        buf = self.shards.buffer(sh.j)
+        while not all(done):
+            self.comm.irecv(buf, None).wait()  # 1
+            g, (w, ver, k, flag, _) = split(buf)
+            w = int(w)
+            if flag == DONE:
+                done[w] = True
+            else:
+                stale = sh.version - ver
+                weight = 1.0 / W / (max(1.0, stale) if staleness_lr else 1.0)
+                sh.apply(g, sc.lr_at(sc.start_epoch + applied / S), weight, k)
+                applied += int(k)
+                clock[w] += 1
+                checksum += float(g.double().sum())
+                stale_epoch.append(stale)
+                held.append((w, stale))
+                sc.log(epoch, pushes, {"ps/worker": w, "ps/staleness": stale, "ps/k": k, "ps/version": sh.version})
+                pushes += 1
+            live = [c for c, d in zip(clock, done) if not d]  # 2
+            slowest = min(live) if live else clock[w]
+            for w2, s2 in list(held):
+                gap = clock[w2] - slowest
+                if bound is None or gap <= bound:
+                    held.remove((w2, s2))
+                    self.send_reply(w2, [sh.version, s2, gap, 0.0, 0.0])
+            while epoch < sc.epochs - 1 and applied >= (epoch + 1 - sc.start_epoch) * S:  # 3
+                self.end_epoch(sc, epoch, {**staleness_stats(stale_epoch), "ps/applied_sum": checksum})
+                stale_epoch, checksum, epoch = [], 0.0, epoch + 1
+        for w in range(W):
+            self.send_reply(w, [sh.version, 0.0, 0.0, 0.0, 0.0])
+        self.end_epoch(sc, sc.epochs - 1, {**staleness_stats(stale_epoch), "ps/applied_sum": checksum})
+
+    def finish(self) -> None:
+        """A worker's close under a barrier-free mode: say "done" to every server, then
+        receive the final parameters (sent once every worker is done)."""
+        if self.closed or not self.is_worker():
+            return
+        self.closed = True
+        sends = self.push([None] * self.cfg.servers, 0.0, DONE)
+        self.pull()
+        for h in sends:
+            h.wait()
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"server": self.server.state_dict() if self.server else None, "version": self.version}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.server is not None:
+            self.server.load_state_dict(state["server"])
+        self.version = list(state["version"])
+
+
+def staleness_stats(values: list[float]) -> dict[str, float]:
+    """An epoch's ``ps/pushes`` (applied), ``ps/staleness_mean`` and ``ps/staleness_max``
+    (nan when nothing was applied)."""
+    if not values:
+        return {"ps/pushes": 0.0, "ps/staleness_mean": float("nan"), "ps/staleness_max": float("nan")}
+    return {"ps/pushes": float(len(values)), "ps/staleness_mean": sum(values) / len(values),
+            "ps/staleness_max": float(max(values))}

@@ -60,6 +60,7 @@ class Shards:
     def __init__(self, model: nn.Module, servers: int, first: int):
         self.model, self.servers, self.first = model, servers, first
         self.d = sum(p.numel() for p in model.parameters())
+        self.dtype = next(model.parameters()).dtype  # messages in the parameters' dtype (float64: finite_sum)
         self.bounds = shard_bounds(self.d, servers)
         self.sizes = [hi - lo for lo, hi in self.bounds]
 
@@ -74,14 +75,17 @@ class Shards:
 
     def message(self, j: int, body: torch.Tensor | None, header: list[float]) -> torch.Tensor:
         """``body`` (``None``: zeros) followed by the header."""
-        out = torch.zeros(self.sizes[j] + HEADER)
+        out = torch.zeros(self.sizes[j] + HEADER, dtype=self.dtype)
         if body is not None:
             out[: self.sizes[j]] = body
-        out[self.sizes[j]:] = torch.tensor(header)
+        out[self.sizes[j]:] = torch.tensor(header, dtype=self.dtype)
         return out
 
     def buffer(self, j: int) -> torch.Tensor:
-        return torch.empty(self.sizes[j] + HEADER)
+        return torch.empty(self.sizes[j] + HEADER, dtype=self.dtype)
+
+    def empty(self, n: int) -> torch.Tensor:
+        return torch.empty(n, dtype=self.dtype)
 
     def write(self, parts: list[torch.Tensor]) -> None:
         """Write every server's part of the parameters into the model."""
@@ -114,7 +118,7 @@ class ServerShard:
         return self.x.detach().clone()
 
     def reply(self, header: list[float]) -> torch.Tensor:
-        return torch.cat([self.x.detach(), torch.tensor(header, dtype=torch.float32)])
+        return torch.cat([self.x.detach(), torch.tensor(header, dtype=self.x.dtype)])
 
     def commit(self) -> None:
         """Write this shard into the server's model (its checkpoint; other shards' ranges
@@ -196,7 +200,16 @@ class ParameterServer(Algorithm):
         sc.end_epoch(epoch, extra)
 
     def send_reply(self, w: int, header: list[float]) -> None:
-        self.comm.isend(self.server.reply(header), w).wait()
+        """Reply to worker ``w`` without waiting for the transfer: the server goes on
+        receiving while replies travel (each worker has at most one reply in flight)."""
+        inflight = [h for h in getattr(self, "_inflight", []) if not h.is_completed()]
+        inflight.append(self.comm.isend(self.server.reply(header), w))
+        self._inflight = inflight
+
+    def drain_replies(self) -> None:
+        for h in getattr(self, "_inflight", []):
+            h.wait()
+        self._inflight = []
 
     def serve_arrivals(self, sc: ServeContext, bound: int | None = None, staleness_lr: bool = False) -> None:
         """Apply pushes in the order they arrive (``ps_async``, ``ps_ssp``; simulated time
@@ -246,6 +259,7 @@ class ParameterServer(Algorithm):
                 stale_epoch, checksum, epoch = [], 0.0, epoch + 1
         for w in range(W):
             self.send_reply(w, [sh.version, 0.0, 0.0, 0.0, 0.0])
+        self.drain_replies()
         self.end_epoch(sc, sc.epochs - 1, {**staleness_stats(stale_epoch), "ps/applied_sum": checksum})
 
     def finish(self) -> None:

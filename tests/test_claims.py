@@ -71,7 +71,7 @@ def test_shipped_claims_name_known_metrics_and_sources():
             "signum_mv_32x_fewer_bytes", "signum_mv_byzantine_3of7", "efsgdm_top1_like_full_precision",
             "d2_beats_dpsgd_labels"} <= ids
     # experiments not configured yet are "not comparable", not errors
-    assert pub.not_configured["adpsgd_faster_than_async_ps"] == "experiment 'parameter_server' not in config"
+    assert pub.not_configured["katyusha_x_lower_loss_than_svrg"] == "experiment 'katyusha_x' not in config"
     assert "d2_beats_dpsgd_labels" not in pub.not_configured  # configured: evaluated
 
 

@@ -12,6 +12,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+import pandas as pd
 import torch
 
 from conftest import launch, make_config
@@ -153,3 +154,68 @@ def test_async_keeps_fast_workers_moving_and_staleness_follows_the_schedule(tmp_
     for r in range(5):
         a, b = [(x / "out" / "metrics" / f"rank{r}.jsonl").read_text() for x in runs]
         assert a == b, r
+
+
+def test_collect_reads_the_servers_push_records_and_plots_their_histogram(tmp_path):
+    """A hand-written 2-worker run with a server rank (rank 2): its epoch records become the
+    ``server/...`` columns and run-level staleness; its push records the staleness table."""
+    from test_collect import write_run
+
+    from distrepro_wf.collect import collect, staleness_table
+    from distrepro_wf.plots import staleness as staleness_plot
+    from impls.metrics import MetricsWriter
+
+    run_dir = write_run(tmp_path, 1)
+    run = run_dir / "run"
+    info = json.loads((run / "runinfo.json").read_text())
+    (run / "runinfo.json").write_text(json.dumps({**info, "slow_ranks": [1]}))
+    w = MetricsWriter(run / "metrics" / "rank2.jsonl", 2)
+    pushes = [(0, 0), (1, 1), (0, 1), (0, 1), (1, 3), (0, 1)]  # (worker, staleness)
+    for i, (wk, st) in enumerate(pushes):
+        w.write("push", i // 3, i, {"ps/worker": wk, "ps/staleness": st, "ps/k": 1, "ps/version": i + 1,
+                                    "time/wall_s": float(i)})
+    for e, part in enumerate((pushes[:3], pushes[3:])):
+        sts = [s for _, s in part]
+        w.write("epoch", e, (e + 1) * 4, {"comm/bytes_sent": 10.0, "comm/bytes_recv": 20.0, "ps/pushes": 3.0,
+                                          "ps/staleness_mean": sum(sts) / 3, "ps/staleness_max": max(sts),
+                                          "time/wall_s": float(e)})
+    w.close()
+    launch = tmp_path / "results/launches/exp/n2.json"
+    launch.parent.mkdir(parents=True)
+    launch.write_text(json.dumps({"members": [{"run": str(run_dir), "status": "ok", "reused": False}]}))
+    _, rn, fl, _ = collect([launch])
+    assert fl.empty
+    row = rn.iloc[0]
+    assert row["staleness_mean"] == pytest.approx((2 / 3 + 5 / 3) / 2) and row["staleness_max"] == 3
+    assert row["server_pushes_per_epoch"] == 3 and row["server_bytes_recv_per_epoch"] == 20
+    st = staleness_table([launch]).set_index(["slow", "staleness"])["pushes"]
+    assert st.to_dict() == {(False, 0): 1, (False, 1): 3, (True, 1): 1, (True, 3): 1}
+    staleness_plot(staleness_table([launch]), tmp_path / "st.png")
+    assert (tmp_path / "st.png").stat().st_size > 1000
+
+
+def test_tta_ratio_to_sync_is_a_geometric_mean_with_a_t_interval():
+    from distrepro_wf.psbench import tta_vs_sync
+
+    rows = [("ps_sync", s, v) for s, v in zip((1, 2, 3), (10.0, 20.0, 40.0))]
+    rows += [("ddcgu", s, v) for s, v in zip((1, 2, 3), (5.0, 10.0, 20.0))]
+    rows += [("ps_async", s, v) for s, v in zip((1, 2, 3), (10.0, 40.0, float("nan")))]  # seed 3: never reached
+    runs = pd.DataFrame([{"method": m, "nodes": 8, "straggler": "slow1x4", "seed": s, "time_to_target_s": v}
+                         for m, s, v in rows])
+    t = tta_vs_sync(runs).set_index("method")
+    assert t.loc["ddcgu", ["ratio_vs_ps_sync", "low", "high", "seeds"]].tolist() == [0.5, 0.5, 0.5, 3]
+    assert t.loc["ps_async", "ratio_vs_ps_sync"] == pytest.approx(2 ** 0.5, abs=1e-4)
+    assert t.loc["ps_async", "seeds"] == 2 and t.loc["ps_async", "low"] < 1 < t.loc["ps_async", "high"]
+
+
+@pytest.mark.spawn
+def test_server_throughput_benchmark_on_real_ranks(tmp_path):
+    from conftest import TINY_WORKLOAD
+
+    from distrepro_wf.psbench import server_throughput
+
+    with open(tmp_path / "log", "w") as log:
+        df = server_throughput({"workers": [1, 2], "servers": [1], "steps": 12}, {"tiny": TINY_WORKLOAD}
+                               | {"digits_mlp": TINY_WORKLOAD}, log)
+    assert df["ok"].all() and df["pushes"].tolist() == [12, 12]
+    assert (df["grads_per_s"] > 0).all() and df["vs_fewest_workers"].iloc[0] == 1.0

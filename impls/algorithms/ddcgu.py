@@ -94,7 +94,7 @@ class DDCGU(ParameterServer):
 
     def setup(self, model):
         super().setup(model)
-        self.acc = [torch.zeros(n) for n in self.shards.sizes]
+        self.acc = [torch.zeros(n, dtype=self.shards.dtype) for n in self.shards.sizes]
         self.k, self.busy, self.acc_version = 0, 0.0, list(self.version)
         self.t_exit = self.comm.clock.now()
         b = self.comm.backend
@@ -162,17 +162,17 @@ class DDCGU(ParameterServer):
     # -- background activity: the token's turns ---------------------------------------
     def _run(self) -> None:  # 2
         try:
-            grant, servers = torch.empty(HEADER), range(self.cfg.servers)
+            grant, servers = self.shards.empty(HEADER), range(self.cfg.servers)
             while True:
                 self.comm.irecv(grant, self.shards.rank(0)).wait()
                 self._ready.wait()  # the token waits for this worker's first gradient since its last turn
                 with self._lock:
                     self._ready.clear()
                     acc, k, busy, ver, done = self.acc, self.k, self.busy, self.acc_version, self.finishing
-                    self.acc = [torch.zeros(n) for n in self.shards.sizes]
+                    self.acc = [torch.zeros(n, dtype=self.shards.dtype) for n in self.shards.sizes]
                     self.k, self.busy = 0, 0.0
                 head = [[self.ctx.rank, ver[j], k, DONE if done else PUSH, busy / k if k else 0.0] for j in servers]
-                sends = [self.comm.isend(torch.tensor(head[j]), self.shards.rank(j)) for j in servers]
+                sends = [self.comm.isend(torch.tensor(head[j], dtype=self.shards.dtype), self.shards.rank(j)) for j in servers]
                 if k:
                     sends += [self.comm.isend(acc[j], self.shards.rank(j)) for j in servers]
                 for h in sends:
@@ -194,7 +194,7 @@ class DDCGU(ParameterServer):
     def serve(self, sc: ServeContext) -> None:  # 3
         W, sh = self.ctx.world, self.server
         S = sc.steps_per_epoch * W
-        head, body = torch.empty(HEADER), torch.empty(sh.hi - sh.lo)
+        head, body = self.shards.empty(HEADER), self.shards.empty(sh.hi - sh.lo)
         tau: list[float | None] = [None] * W
         done = [False] * W
         applied, pushes, epoch, cycle = 0, 0, sc.start_epoch, 0
@@ -209,7 +209,7 @@ class DDCGU(ParameterServer):
                     g, (_, ver, k, flag, sec) = split(buf)
                 else:
                     if sh.j == 0:
-                        self.comm.isend(torch.zeros(HEADER), w).wait()
+                        self.comm.isend(torch.zeros(HEADER, dtype=self.shards.dtype), w).wait()
                     self.comm.irecv(head, w).wait()
                     _, ver, k, flag, sec = (float(v) for v in head)
                     if k > 0:
@@ -236,4 +236,5 @@ class DDCGU(ParameterServer):
             cycle += 1
         for w in range(W):
             self.send_reply(w, [sh.version, 0.0, 0.0, 0.0, 0.0])
+        self.drain_replies()
         self.end_epoch(sc, sc.epochs - 1, {**staleness_stats(stale), "ps/applied_sum": checksum})

@@ -68,4 +68,5 @@ class PSCyclic(ParameterServer):
                 sc.log(epoch, epoch * S + t, {"ps/worker": w, "ps/staleness": tau, "ps/k": 1.0,
                                               "ps/version": sh.version})
                 self.send_reply(w, [sh.version, tau, 0.0, 0.0, 0.0])
+            self.drain_replies()
             self.end_epoch(sc, epoch, {**staleness_stats(stale), "ps/applied_sum": checksum})

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
 
 from ..protocol import ServeContext, StepContext
 from ..ps import ParameterServer
@@ -63,7 +62,7 @@ class PSSync(ParameterServer):
     def step(self, s: StepContext) -> dict[str, float]:
         sh = self.shards
         sends = [self.comm.isend(g, sh.rank(j)) for j, g in enumerate(sh.grads())]  # 1
-        bufs = [torch.empty(n) for n in sh.sizes]
+        bufs = [sh.empty(n) for n in sh.sizes]
         for h in [self.comm.irecv(b, sh.rank(j)) for j, b in enumerate(bufs)]:  # 3
             h.wait()
         for h in sends:
@@ -73,7 +72,7 @@ class PSSync(ParameterServer):
 
     def serve(self, sc: ServeContext) -> None:
         W, srv = self.ctx.world, self.server
-        bufs = [torch.empty(self.shards.sizes[srv.j]) for _ in range(W)]
+        bufs = [self.shards.empty(self.shards.sizes[srv.j]) for _ in range(W)]
         for epoch in range(sc.start_epoch, sc.epochs):
             for i in range(sc.steps_per_epoch):
                 for h in [self.comm.irecv(bufs[w], w) for w in range(W)]:  # 2

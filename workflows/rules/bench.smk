@@ -10,6 +10,9 @@
 # sim_slowmo_table2a.csv: SlowMo Table 2a time per iteration (32 nodes, 10 GbE) simulated.
 # sim_scale.csv: virtual node-steps per second of this machine, 16-256 simulated nodes.
 # sim_vs_real.csv: simulated (profile measured) / real ranks' step time, 2 compute-bound ranks.
+# ps_server_throughput.csv: gradients an asynchronous server applies per second on real ranks vs workers
+#   (1 and 2 server ranks); ps_tta_vs_sync.csv: each parameter-server mode's time to target / ps_sync's
+#   under one 4x-slow worker, from the ps_modes runs of the same pipeline run (distrepro_wf/psbench.py).
 # compression_throughput.csv: sign / blockwise-sign compress + pack of 25.6M fp32 (ResNet-50) as a
 #   ratio of memcpy bandwidth measured in the same run, 1 thread and all (distrepro_wf/compbench.py).
 
@@ -117,3 +120,19 @@ rule bench_compression:
     threads: 64  # "all threads" is what Snakemake scales this down to (--cores)
     script:
         "../scripts/bench_compression.py"
+
+
+rule bench_ps:
+    input:
+        runs="results/tables/ps_modes/runs.csv",
+    output:
+        throughput="results/bench/ps_server_throughput.csv",
+        tta="results/bench/ps_tta_vs_sync.csv",
+    log:
+        "results/logs/bench/ps.log",
+    params:
+        spec=config.get("benchmarks", {}).get("ps", {}),
+        workloads=config["workloads"],
+    threads: 64  # everything there is (Snakemake scales it down to --cores)
+    script:
+        "../scripts/bench_ps.py"

@@ -490,7 +490,7 @@ def staleness(st: pd.DataFrame, path: Path, config: dict[str, Any] | None = None
         ax.set_xlabel("staleness (updates since the worker's read)")
         ax.set_ylabel("share of applied pushes")
         ax.set_title(f"straggler: {strag}", fontsize=9)
-        _legend(ax, fontsize=7)
+        _legend(ax)
     _save(fig, path)
 
 

@@ -45,14 +45,46 @@ def _consensus(flats):
     return float((sum(((f - avg) ** 2).sum() for f in flats) / len(flats)).sqrt())
 
 
+NODES, STRAGGLER_EPOCHS = 4, 4
+STRAGGLERS = [_straggler(make_config("adpsgd", NODES, workload={**HEAVY, "epochs": STRAGGLER_EPOCHS}), [r], 10)
+              for r in (-1, 0)]
+# cyclic peers: an active worker's first two steps average with both its peers, however
+# the shared epoch's steps fall between workers on a loaded machine (random peers may
+# pick one peer every time: flaky under load)
+ZERO_LR = make_config({"name": "adpsgd", "peer_selection": "cyclic"}, NODES, workload={
+    "epochs": 2, "optimizer": {"lr": 0.0, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-4}})
+CONVERGE = make_config("adpsgd", NODES, workload={"epochs": 8, "max_steps_per_epoch": 20})
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    """One launch of 4 workers for the tests below: the two straggler runs, the lr-0 run
+    (resumed from the per-rank epoch-0 checkpoints written here, models started apart) and
+    the convergence run.  Returns ``(runs, the lr-0 run's initial models, flat, per rank)``."""
+    tmp = tmp_path_factory.mktemp("adpsgd4")
+    i = len(STRAGGLERS)  # the lr-0 run's index: launch() points it at tmp/ckpt<i>
+    resume = tmp / f"ckpt{i}"
+    resume.mkdir()
+    data = build_dataset(ZERO_LR["workload"]["dataset"])
+    start = []
+    for r in range(NODES):
+        torch.manual_seed(100 + r)
+        model = build_model(ZERO_LR["workload"]["model"], data.input_shape, data.num_classes)
+        torch.save({"epoch": 0, "config_hash": config_hash(ZERO_LR), "model": model.state_dict(), "algo": {},
+                    "rng": {"torch": torch.get_rng_state(), "python": random.getstate()}, "wall_s": 0.0,
+                    "metrics": ""}, resume / f"rank{r}.pt")
+        start.append(_flat(model.state_dict()))
+    runs, _ = launch([*STRAGGLERS, ZERO_LR, CONVERGE], tmp)
+    assert runs[i].ckpt == resume
+    return runs, start
+
+
 @pytest.mark.timeout(300)
-def test_no_barrier_under_a_10x_straggler(run_torchrun):
+def test_no_barrier_under_a_10x_straggler(four):
     """A 10x slower worker, active (rank 3) or passive (rank 0), does not hold the others
     back: they take several times its steps.  Under any barrier the counts would be equal."""
-    nodes, epochs = 4, 4
-    cfgs = [_straggler(make_config("adpsgd", nodes, workload={**HEAVY, "epochs": epochs}), [r], 10)
-            for r in (-1, 0)]
-    runs, _ = run_torchrun(cfgs)
+    nodes, epochs = NODES, STRAGGLER_EPOCHS
+    runs = four[0][:len(STRAGGLERS)]
     for run, slow in zip(runs, (nodes - 1, 0)):
         steps = {r: run.records(r, "step") for r in range(nodes)}
         info = json.loads((run.out / "runinfo.json").read_text())
@@ -87,32 +119,16 @@ def test_no_barrier_under_a_10x_straggler(run_torchrun):
 
 
 @pytest.mark.timeout(300)
-def test_pairwise_averaging_conserves_the_sum(tmp_path):
+def test_pairwise_averaging_conserves_the_sum(four):
     """lr 0: only averaging changes the models, and x_i = x_j = (x_i + x_j)/2 keeps their
     sum (float32 rounding: 1e-5 of the largest entry) once the exchanges are drained.
     The ranks start from different models (resumed from per-rank epoch-0 checkpoints
-    written here); averaging must bring them closer (to a few float32 roundings within
-    an epoch: pairs (1,0), (3,2), then (1,2), (3,0) already average all four), and the
-    logged consensus distance is theirs."""
-    nodes = 4
-    # cyclic peers: an active worker's first two steps average with both its peers, however
-    # the shared epoch's steps fall between workers on a loaded machine (random peers may
-    # pick one peer every time: flaky under load)
-    cfg = make_config({"name": "adpsgd", "peer_selection": "cyclic"}, nodes, workload={
-        "epochs": 2, "optimizer": {"lr": 0.0, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-4}})
-    resume = tmp_path / "ckpt0"  # where launch() points the run's checkpoints
-    resume.mkdir()
-    data = build_dataset(cfg["workload"]["dataset"])
-    start = []
-    for r in range(nodes):
-        torch.manual_seed(100 + r)
-        model = build_model(cfg["workload"]["model"], data.input_shape, data.num_classes)
-        torch.save({"epoch": 0, "config_hash": config_hash(cfg), "model": model.state_dict(), "algo": {},
-                    "rng": {"torch": torch.get_rng_state(), "python": random.getstate()}, "wall_s": 0.0,
-                    "metrics": ""}, resume / f"rank{r}.pt")
-        start.append(_flat(model.state_dict()))
-    (run,), _ = launch([cfg], tmp_path)
-    assert run.ckpt == resume
+    written by the fixture); averaging must bring them closer (to a few float32 roundings
+    within an epoch: pairs (1,0), (3,2), then (1,2), (3,0) already average all four), and
+    the logged consensus distance is theirs."""
+    nodes = NODES
+    runs, start = four
+    run = runs[len(STRAGGLERS)]
     assert json.loads((run.out / "runinfo.json").read_text())["resumed_from_epoch"] == 0
     assert [e["epoch"] for e in run.records(0, "epoch")] == [1]
     end = [_flat(run.final_state(r)) for r in range(nodes)]
@@ -125,12 +141,11 @@ def test_pairwise_averaging_conserves_the_sum(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_converges_on_the_tiny_task(run_torchrun):
+def test_converges_on_the_tiny_task(four):
     """Every worker's own model learns: from ln(10) = 2.30 to validation loss < 0.5 and
     accuracy > 0.85 (measured: ~0.18 and ~0.95), last training losses < 0.6."""
-    nodes = 4
-    cfg = make_config("adpsgd", nodes, workload={"epochs": 8, "max_steps_per_epoch": 20})
-    (run,), _ = run_torchrun([cfg])
+    nodes = NODES
+    run = four[0][-1]
     for r in range(nodes):
         ep = run.records(r, "epoch")
         assert ep[-1]["loss/val"] < 0.5 and ep[-1]["acc/val"] > 0.85, (r, ep[-1])

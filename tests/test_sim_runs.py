@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import sim_server
 from conftest import ROOT, launch, make_config
 
 EQUAL_TOL = 1e-6  # the issue's bound; measured: 3e-8 (all-reduce: another summation order), 0 (gossip, server)
@@ -21,9 +22,17 @@ SYNC = {  # world size 4 each, so one real launch serves them all
 }
 
 
-def simulate(cfg: dict, tmp: Path, calibration: Path | None = None) -> Path:
+def simulate(cfg: dict, tmp: Path, calibration: Path | None = None, plain: bool = False) -> Path:
+    """One simulated run into ``tmp`` (out/, ckpt/): forked by the session's fork server
+    (``tests/sim_server.py``, as the pipeline runs them), or with ``plain`` the one-process
+    command ``python -m impls.sim --config ...``."""
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "cfg.json").write_text(json.dumps(cfg))
+    if not plain:
+        log = tmp / "sim.log"
+        rc = sim_server.run(tmp / "cfg.json", tmp / "out", tmp / "ckpt", calibration, log)
+        assert rc == 0, log.read_text()[-3000:]
+        return tmp
     cmd = [sys.executable, "-m", "impls.sim", "--config", str(tmp / "cfg.json"), "--out", str(tmp / "out"),
            "--checkpoint-dir", str(tmp / "ckpt")]
     if calibration is not None:
@@ -111,5 +120,5 @@ def test_a_launch_group_forks_its_simulations_from_one_server(tmp_path):
     assert out["config"]["kind"] == "config" and out["slow"]["kind"] == "timeout"
     assert 8 <= out["slow"]["killed_after_s"] < 30
     assert log.read_text().count("(forked by python -m impls.sim --serve)") == 4
-    plain = simulate(cfgs["ok"], tmp_path / "plain")
+    plain = simulate(cfgs["ok"], tmp_path / "plain", plain=True)
     assert _metrics(plain, 2) == [(dirs["ok"] / "run" / "metrics" / f"rank{r}.jsonl").read_text() for r in range(2)]

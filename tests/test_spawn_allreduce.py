@@ -2,19 +2,28 @@
 
 import pytest
 
-from conftest import make_config
+from conftest import launch, make_config
 
 pytestmark = pytest.mark.spawn
 
+B = 8
+NODES = [2, 4]
 
-@pytest.mark.parametrize("nodes", [2, 4])
-def test_allreduce_matches_serial_on_the_global_batch(run_torchrun, nodes):
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    """{nodes: the serial reference on batch nodes * B}: one single-process launch for both."""
+    runs, _ = launch([make_config("serial_sgd", 1, workload={"batch_size": n * B}) for n in NODES],
+                     tmp_path_factory.mktemp("serial"))
+    return dict(zip(NODES, runs))
+
+
+@pytest.mark.parametrize("nodes", NODES)
+def test_allreduce_matches_serial_on_the_global_batch(run_torchrun, serial, nodes):
     """N ranks on batch b == one process on batch N*b over the same samples (1e-6 relative)."""
-    b = 8
-    dist_cfg = make_config("allreduce_sgd", nodes, workload={"batch_size": b})
-    serial_cfg = make_config("serial_sgd", 1, workload={"batch_size": nodes * b})
+    dist_cfg = make_config("allreduce_sgd", nodes, workload={"batch_size": B})
     (dist_run,), _ = run_torchrun([dist_cfg])
-    (serial_run,), _ = run_torchrun([serial_cfg])
+    serial_run = serial[nodes]
     ref = serial_run.final_state(0)
     for rank in range(nodes):
         got = dist_run.final_state(rank)

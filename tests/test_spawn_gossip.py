@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import TINY_WORKLOAD, make_config
+from conftest import TINY_WORKLOAD, launch, make_config
 from reference_math import Problem
 
 pytestmark = pytest.mark.spawn
@@ -28,7 +28,30 @@ def _flat(state):
     return torch.cat([v.reshape(-1) for v in state.values()]).double()
 
 
-def test_pushsum_conserves_mass_and_averages_exactly_with_zero_lr(run_torchrun):
+# test_pushsum_conserves_mass_and_averages_exactly_with_zero_lr
+N, SPREAD, STEPS = 4, 0.5, 4
+_WL0 = {**ZERO_LR, "epochs": 1, "max_steps_per_epoch": STEPS}
+PUSHSUM = [make_config({"name": "sgp", "init_spread": SPREAD, "log_mass": True}, N, workload=_WL0),
+           make_config({"name": "osgp", "tau": 1, "init_spread": SPREAD}, N, workload=_WL0),
+           make_config({"name": "dpsgd", "init_spread": SPREAD}, N, workload=_WL0),
+           make_config({"name": "d2", "init_spread": SPREAD}, N,
+                       workload={**_WL0, "optimizer": {"lr": 0.0, "momentum": 0.0}})]
+# test_complete_graph_reproduces_allreduce_sgd
+_WL = {"epochs": 2, "max_steps_per_epoch": 5}
+COMPLETE = [make_config("allreduce_sgd", N, workload=_WL),
+            make_config({"name": "sgp", "topology": "complete"}, N, workload=_WL),
+            make_config({"name": "osgp", "tau": 0, "topology": "complete"}, N, workload=_WL),
+            make_config({"name": "dpsgd", "topology": "complete", "order": "step_then_mix"}, N, workload=_WL)]
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    """The runs of the two tests below at n = 4, in one launch: {"pushsum": [...], "complete": [...]}."""
+    runs, _ = launch(PUSHSUM + COMPLETE, tmp_path_factory.mktemp("gossip4"))
+    return {"pushsum": runs[:len(PUSHSUM)], "complete": runs[len(PUSHSUM):]}
+
+
+def test_pushsum_conserves_mass_and_averages_exactly_with_zero_lr(four):
     """n = 4, 1-peer exponential graph, lr = 0, replicas started apart (init_spread).
 
     Per step: sum_i w_i = n and sum_i sum(x_i) = sum_i sum(x_i(0)) (float tolerance 1e-6
@@ -36,13 +59,8 @@ def test_pushsum_conserves_mass_and_averages_exactly_with_zero_lr(run_torchrun):
     the product of two 1-peer matrices is exactly 11^T/4.  osgp (tau = 1) and dpsgd
     conserve the sum too and shrink the disagreement.
     """
-    n, spread, steps = 4, 0.5, 4
-    wl = {**ZERO_LR, "epochs": 1, "max_steps_per_epoch": steps}
-    sgp = make_config({"name": "sgp", "init_spread": spread, "log_mass": True}, n, workload=wl)
-    osgp = make_config({"name": "osgp", "tau": 1, "init_spread": spread}, n, workload=wl)
-    dpsgd = make_config({"name": "dpsgd", "init_spread": spread}, n, workload=wl)
-    d2 = make_config({"name": "d2", "init_spread": spread}, n, workload={**wl, "optimizer": {"lr": 0.0, "momentum": 0.0}})
-    runs, _ = run_torchrun([sgp, osgp, dpsgd, d2])
+    n, spread, steps = N, SPREAD, STEPS
+    runs = four["pushsum"]
     x0 = Problem(TINY_WORKLOAD, seed=1).initial(n, seed=1, spread=spread)
     avg = x0.mean(0)
     assert (x0 - avg).norm() > 1.0  # the replicas really started apart
@@ -64,7 +82,7 @@ def test_pushsum_conserves_mass_and_averages_exactly_with_zero_lr(run_torchrun):
     assert w == pytest.approx(n, rel=1e-6)  # osgp: no mass left in flight after the flush
 
 
-def test_complete_graph_reproduces_allreduce_sgd(run_torchrun):
+def test_complete_graph_reproduces_allreduce_sgd(four):
     """n = 4, complete graph, Nesterov momentum and weight decay, 2 x 5 steps.
 
     Why it is exact: with W = 11^T/n the replicas are equal after every mix (and at the
@@ -76,13 +94,8 @@ def test_complete_graph_reproduces_allreduce_sgd(run_torchrun):
     every rank's per-step loss (relative 1e-5).  dpsgd uses order step_then_mix (its
     default mix_then_step takes the gradient before mixing, which is not all-reduce).
     """
-    n = 4
-    wl = {"epochs": 2, "max_steps_per_epoch": 5}
-    ar = make_config("allreduce_sgd", n, workload=wl)
-    others = [make_config({"name": "sgp", "topology": "complete"}, n, workload=wl),
-              make_config({"name": "osgp", "tau": 0, "topology": "complete"}, n, workload=wl),
-              make_config({"name": "dpsgd", "topology": "complete", "order": "step_then_mix"}, n, workload=wl)]
-    runs, _ = run_torchrun([ar] + others)
+    n = N
+    runs = four["complete"]
     ref = runs[0].final_state(0)
     for run in runs[1:]:
         for r in range(n):

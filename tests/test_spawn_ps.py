@@ -7,19 +7,37 @@ from the workers') and checkpoints, and a killed run resumes on every rank, serv
 """
 
 import json
+import shutil
 
 import pytest
 import torch
 
-from conftest import make_config
+from conftest import launch, make_config
 
 pytestmark = pytest.mark.spawn
 F32 = 4
+RESUMED = make_config("ps_sync", 2, seed=3)
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    """ps_sync at 2 workers (3 processes): RESUMED killed at worker 1's step 15 (epoch 1), then
+    one launch of RESUMED resumed from that run's checkpoints, RESUMED from scratch and seed 2
+    (for test_ps_sync_equals_allreduce_sgd[2]).  Returns (killed run, its process, the three runs)."""
+    tmp = tmp_path_factory.mktemp("ps3")
+    (killed,), proc = launch([RESUMED], tmp / "killed", env={"DISTREPRO_FAULT": "1:15"}, check=False)
+    if killed.ckpt.is_dir():
+        shutil.copytree(killed.ckpt, tmp / "resume" / "ckpt0")  # where the relaunch's first run resumes from
+    runs, _ = launch([RESUMED, RESUMED, make_config("ps_sync", 2, seed=2)], tmp / "resume")
+    return killed, proc, runs
 
 
 @pytest.mark.parametrize("workers", [2, 4])
-def test_ps_sync_equals_allreduce_sgd(run_torchrun, workers):
-    (ps,), _ = run_torchrun([make_config("ps_sync", workers, seed=2)])
+def test_ps_sync_equals_allreduce_sgd(run_torchrun, three, workers):
+    if workers == 2:
+        ps = three[2][2]
+    else:
+        (ps,), _ = run_torchrun([make_config("ps_sync", workers, seed=2)])
     (ar,), _ = run_torchrun([make_config("allreduce_sgd", workers, seed=2)])
     assert json.loads((ps.out / "provenance.json").read_text())["roles"] == ["worker"] * workers + ["server"]
     for rank in range(workers):
@@ -38,17 +56,9 @@ def test_ps_sync_equals_allreduce_sgd(run_torchrun, workers):
     assert all(e["comm/bytes_recv"] == e["comm/bytes_sent"] == 10 * workers * F32 * d for e in srv)
 
 
-def test_ps_sync_resumes_on_every_rank(run_torchrun):
-    cfg = make_config("ps_sync", 2, seed=3)
-    (killed,), proc = run_torchrun([cfg], env={"DISTREPRO_FAULT": "1:15"}, check=False)
+def test_ps_sync_resumes_on_every_rank(three):
+    killed, proc, (resumed, fresh, _) = three
     assert proc.returncode != 0 and len(list(killed.ckpt.glob("rank*.pt"))) == 3  # the server's too
-    from conftest import launch
-
-    base = killed.ckpt.parent.parent / "resume"
-    import shutil
-
-    shutil.copytree(killed.ckpt, base / "ckpt0")
-    (resumed, fresh), _ = launch([cfg, cfg], base)
     assert json.loads((resumed.out / "runinfo.json").read_text())["resumed_from_epoch"] == 0
     for rank in range(3):
         a, b = resumed.final_state(rank), fresh.final_state(rank)

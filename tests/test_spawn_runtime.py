@@ -37,14 +37,24 @@ def assert_slept(step):
     assert step["time/step_s"] >= step["time/compute_s"] + step["time/straggler_delay_s"], step
 
 
-def test_same_seed_same_numbers(run_torchrun):
-    cfg = make_config("allreduce_sgd", 2, seed=5)
-    (a, b), _ = run_torchrun([cfg, cfg])  # two runs in one launch: independent of what ran before
-    (c,), _ = run_torchrun([cfg])  # and a fresh launch
+SAME = make_config("allreduce_sgd", 2, seed=5)
+BAD = make_config({"name": "sgp", "topology": {"name": "exponential", "peers": 2}}, 2)  # 2 peers of 1 other rank
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """One launch at 2 ranks, ``(runs, process)``: seed 5 twice, a config the runtime refuses,
+    then seed 6 (the run after the refused one)."""
+    return launch([SAME, SAME, BAD, make_config("allreduce_sgd", 2, seed=6)], tmp_path_factory.mktemp("two_ranks"))
+
+
+def test_same_seed_same_numbers(two_ranks, run_torchrun):
+    (a, b, _, other), _ = two_ranks  # two runs in one launch: independent of what ran before
+    (c,), _ = run_torchrun([SAME])  # and a fresh launch
     for rank in range(2):
         ra = numbers(a.records(rank))
         assert ra == numbers(b.records(rank)) == numbers(c.records(rank))
-    assert numbers(a.records(0)) != numbers(run_torchrun([make_config("allreduce_sgd", 2, seed=6)])[0][0].records(0))
+    assert numbers(a.records(0)) != numbers(other.records(0))
 
 
 def test_fixed_straggler_slows_exactly_the_configured_rank_by_the_factor(run_torchrun):
@@ -220,11 +230,9 @@ def test_adpsgd_resumes_every_ranks_model(restarts):
         assert sum(losses[0][:3]) / 3 > 2.2 > 2.0 > sum(losses[1][:3]) / 3, (r, losses)
 
 
-def test_a_config_error_skips_that_run_only(run_torchrun):
+def test_a_config_error_skips_that_run_only(two_ranks):
     """A run whose config fails its checks on every rank is skipped; the launch goes on."""
-    bad = make_config({"name": "sgp", "topology": {"name": "exponential", "peers": 2}}, 2)
-    good = make_config("allreduce_sgd", 2)
-    (b, g), proc = run_torchrun([bad, good])
+    (_, _, b, g), proc = two_ranks
     assert proc.returncode == 0
     assert "algorithm.topology.peers" in (b.out / "ERROR.txt").read_text()
     assert [e["epoch"] for e in g.records(1, "epoch")] == [0, 1]

@@ -80,7 +80,9 @@ def snapshot(run_dir: Path) -> dict:
 
 
 def run_dir(tmp_path: Path, nodes: int, seed: int) -> Path:
-    return tmp_path / f"results/runs/smoke/allreduce_sgd/n{nodes}/slow/seed{seed}"
+    """The end-to-end test's runs: serial_sgd alone at 1 rank, allreduce_sgd with the straggler at 2."""
+    method, straggler = ("serial_sgd", "none") if nodes == 1 else ("allreduce_sgd", "slow")
+    return tmp_path / f"results/runs/smoke/{method}/n{nodes}/{straggler}/seed{seed}"
 
 
 def resumed_from(d: Path):
@@ -115,10 +117,13 @@ VALUES = ["nodes", "seed", "final_acc", "final_train_loss", "final_val_loss", "b
 def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     cfg = json.loads(json.dumps(TINY))
     cfg["experiments"]["smoke"]["seeds"] = [1, 2]  # groups n1 and n2, two runs each
-    # >= 0.5 s per step (the last worker sleeps that long; rank 0 of a 2-rank run waits for it in
-    # the all-reduce): time to kill an invocation mid-run
+    # >= 0.5 s per step of the 2-rank runs (the last worker sleeps that long; rank 0 waits for it
+    # in the all-reduce): time to kill an invocation mid-run.  The 1-rank group (serial_sgd)
+    # needs no such time: it runs without a straggler, at full speed
     cfg["stragglers"]["slow"] = {"kind": "fixed", "ranks": [-1], "delay_s": 0.5}
     cfg["experiments"]["smoke"]["stragglers"] = ["slow"]
+    cfg["experiments"]["smoke"]["methods"] = {"allreduce_sgd": {"nodes": [2]},
+                                              "serial_sgd": {"nodes": [1], "stragglers": ["none"]}}
     cfgfile = write_config(tmp_path, cfg)
     tables = tmp_path / "results" / "tables" / "smoke"
     n1 = [run_dir(tmp_path, 1, s) for s in (1, 2)]
@@ -230,6 +235,9 @@ def test_timeout_is_per_run_and_failure_kinds_of_one_launch(tmp_path):
 
     from distrepro_wf.runs import execute_group, launch_retry_token, plan_member, write_run_configs
 
+    # the per-run limit: well above what the launch's start-up (process start, import torch,
+    # rendezvous: under 10 s on a loaded 2-core machine) and the ok run (20 tiny steps) take
+    timeout_s = 25
     slow = {"kind": "fixed", "ranks": [-1], "delay_s": 10.0}  # >= 10 s per step
     cfgs = {"ok": make_config("allreduce_sgd", 2), "config": make_config("allreduce_sgd", 2, workload={"epochs": 0}),
             "slow": make_config("allreduce_sgd", 2, straggler_name="slow", straggler=slow),
@@ -237,18 +245,18 @@ def test_timeout_is_per_run_and_failure_kinds_of_one_launch(tmp_path):
     dirs = {k: tmp_path / "runs" / k for k in cfgs}
     paths = write_run_configs({str(dirs[k]): c for k, c in cfgs.items()})
     launch_path, log = tmp_path / "launches" / "n2.json", tmp_path / "n2.log"
-    launch = execute_group(paths, launch_path, log, {"kind": "local", "timeout_s": 45})
+    launch = execute_group(paths, launch_path, log, {"kind": "local", "timeout_s": timeout_s})
     out = {k: json.loads((d / "outcome.json").read_text()) for k, d in dirs.items()}
     assert [m["status"] for m in launch["members"]] == ["ok", "failed", "failed", "failed"]
     assert out["ok"]["status"] == "ok" and (dirs["ok"] / "run" / "metrics" / "rank1.jsonl").exists()
     assert (out["config"]["kind"], out["config"]["reason"]) == (
         "config", "invalid configuration: workload.epochs: must be >= 1, got 0")
     assert out["slow"]["kind"] == "timeout"
-    assert out["slow"]["reason"].startswith("timed out after 45 s (launcher.timeout_s, per run): ")
+    assert out["slow"]["reason"].startswith(f"timed out after {timeout_s} s (launcher.timeout_s, per run): ")
     assert (dirs["slow"] / out["slow"]["attempt_dir"] / "STARTED").exists()
-    # killed once *it* had run 45 s (not when the group had used 4 x 45 s); the upper bound
-    # only allows for the polling and the kill
-    assert 45 <= out["slow"]["killed_after_s"] < 90
+    # killed once *it* had run timeout_s (not when the group had used 4 x timeout_s); the upper
+    # bound only allows for the polling and the kill
+    assert timeout_s <= out["slow"]["killed_after_s"] < 2 * timeout_s
     assert (out["after"]["kind"], out["after"]["reason"]) == (
         "not_started", "not started: an earlier run of the launch failed")
     assert not launch_processes(Path.cwd()) and not list(tmp_path.rglob(".attempt-*"))

@@ -58,6 +58,12 @@ def group_members(wc):
             if (r.experiment, r.nodes) == (wc.experiment, int(wc.nodes))}
 
 
+def group_worlds(wc):
+    """{run directory: processes its launch starts (None: simulated)} of launch group (experiment,
+    nodes): the train job need not import torch to work them out (distrepro_wf.runs.execute_group)."""
+    return {d: wflaunch.launch_world(c) for d, c in group_members(wc).items()}
+
+
 def group_processes(wc):
     """Cores a launch group uses: one per rank, or one for a group of simulated runs
     (each simulation is one process, run one after another)."""

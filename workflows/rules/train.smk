@@ -23,6 +23,7 @@ rule train:
         "results/logs/train/{experiment}/n{nodes}.log",
     params:
         members=group_members,
+        worlds=group_worlds,  # common.smk
         launcher=LAUNCHER,
         retry=retry_token,
     threads: group_processes  # one core per rank (a simulation: one); scaled down to --cores

@@ -17,7 +17,7 @@ log_path.write_text("")
 logging.basicConfig(filename=log_path, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
 paths = write_run_configs(dict(sm.params.members))
-launch = execute_group(paths, Path(sm.output[0]), log_path, dict(sm.params.launcher))
+launch = execute_group(paths, Path(sm.output[0]), log_path, dict(sm.params.launcher), worlds=dict(sm.params.worlds))
 for m in launch["members"]:
     level = logging.INFO if m["status"] == "ok" else logging.ERROR
     logging.log(level, "%s: %s%s%s", m["run"], m["status"], f" [{m['kind']}]" if m.get("kind") else "",

@@ -181,11 +181,26 @@ def run_path(e: str, m: str, n: Any, s: str, seed: Any) -> str:
     return f"runs/{e}/{m}/n{int(n)}/{s}/seed{int(seed)}"
 
 
+def _recorded_world(run_dir: Path, cfg: dict[str, Any]) -> int | None:
+    """The world :func:`distrepro_wf.runs.execute_group` launched the run with, as its
+    ``outcome.json`` records it, if that outcome is of this very config; else None."""
+    from .runs import config_sha
+
+    try:
+        out = json.loads((run_dir / "outcome.json").read_text())
+        world = out.get("world") if out.get("config_sha") == config_sha(cfg) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return world if isinstance(world, int) and world >= 1 else None
+
+
 def run_command(results_root: Path, rel: str, nodes: int) -> str:
     """The command that reruns one run alone, from its resolved config ``run.json``: torchrun
     on the run's world (workers plus server ranks) for real ranks, one ``impls.sim`` process
     for a simulated run (as :func:`distrepro_wf.runs.execute_group` starts them).  Without
-    run.json (not written yet) the world is the node count."""
+    run.json (not written yet) the world is the node count.  The world is the one the run's
+    launch recorded in ``outcome.json``; only without that record is it worked out from the
+    config (:func:`distrepro_wf.launch.launch_world`, which imports torch: 2-3 s)."""
     from .launch import launch_world
 
     cfg_path = Path("results") / rel / "run.json"
@@ -200,7 +215,7 @@ def run_command(results_root: Path, rel: str, nodes: int) -> str:
     if cfg.get("backend") == "simgrid":
         return shlex.join(["python", "-m", "impls.sim", "--config", str(cfg_path), "--out", out,
                            "--calibration", "results/calibration/measured.json"])
-    world = launch_world(cfg) if "algorithm" in cfg else nodes
+    world = (_recorded_world(results_root / rel, cfg) or launch_world(cfg)) if "algorithm" in cfg else nodes
     return shlex.join(["python", "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
                        "-m", "impls.run", "--config", str(cfg_path), "--out", out])
 

@@ -10,7 +10,8 @@ per workload into ``results/calibration/measured.json``.
 Layout of a run, ``results/runs/<experiment>/<method>/n<N>/<straggler>/seed<S>/``::
 
     run.json        the resolved config (written by rule train before it runs)
-    outcome.json    {"status": "ok" | "failed", "kind", "reason", "log", "files", ...}
+    outcome.json    {"status": "ok" | "failed", "kind", "reason", "log", "files", "config_sha",
+                     "world" (the processes of the launch that ran it; real ranks), ...}
     run/            the complete result: config, provenance, runinfo, metrics/rank*.jsonl
     failed-<time>/  attempts that failed, kept for inspection
     damaged-<time>/ a result found damaged after it was complete, kept when it is replaced
@@ -328,7 +329,8 @@ def plan_member(config_path: Path) -> dict[str, Any]:
     damage = verify_run(run_dir / "run") if same else None
     if same and damage is None:
         if out.get("status") != "ok":  # marked damaged, but run/ is intact (e.g. only run.json was): reuse
-            _write_json(run_dir / "outcome.json", {**ok_outcome(run_dir / "run", out.get("log", "")),
+            _write_json(run_dir / "outcome.json", {**{k: out[k] for k in ("config_sha", "world") if k in out},
+                                                    **ok_outcome(run_dir / "run", out.get("log", "")),
                                                     "repaired_at": _now(), "was": out.get("reason")})
         m.update(skip=True, status="ok")
     elif same:
@@ -420,14 +422,15 @@ def classify_failure(attempt: Path, rc: int, timed_out: bool, earlier_failed: bo
     return "crashed", f"{process} exited with code {rc}: {missing}" if rc else f"incomplete: {missing}"
 
 
-def _launches(todo: list[dict[str, Any]]) -> list[tuple[int | None, list[dict[str, Any]]]]:
+def _launches(todo: list[dict[str, Any]], worlds: dict[Path, int | None] | None = None
+              ) -> list[tuple[int | None, list[dict[str, Any]]]]:
     """The processes to start: one torchrun per number of processes the members need
-    (workers + other roles, :func:`distrepro_wf.launch.launch_world`), and one process per
-    simulated member (world ``None``)."""
+    (workers + other roles, :func:`distrepro_wf.launch.launch_world`, unless ``worlds`` gives
+    them by run directory), and one process per simulated member (world ``None``)."""
     by_world: dict[int, list[dict[str, Any]]] = {}
     sims = []
     for m in todo:
-        world = launch_world(m["cfg"])
+        world = worlds[m["dir"]] if worlds is not None and m["dir"] in worlds else launch_world(m["cfg"])
         if world is None:
             sims.append((None, [m]))
         else:
@@ -508,8 +511,13 @@ def simulation_command(member: dict[str, Any], calibration: Path, python: str | 
 
 
 def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, launcher: dict[str, Any],
-                  env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run the members of a launch group that need it; write every outcome and the launch record."""
+                  env: dict[str, str] | None = None, worlds: dict[str, int | None] | None = None) -> dict[str, Any]:
+    """Run the members of a launch group that need it; write every outcome and the launch record.
+
+    ``worlds``: {run directory: :func:`distrepro_wf.launch.launch_world` of its config}, where
+    the caller has them (rule train gets them from the Snakefile, which has imported torch to
+    validate the config anyway); a member without one has it worked out here, and that
+    imports torch (2-3 s)."""
     members = [plan_member(Path(p)) for p in run_cfg_paths]
     if len({m["cfg"]["nodes"] for m in members}) > 1:
         raise ValueError("a launch group must share one node count")
@@ -528,7 +536,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
     # one torchrun per world size (the workers plus an algorithm's server ranks), one
     # process per simulated run; results/launches/<experiment>/n<N>.json -> results/
     calibration = launch_path.parent.parent.parent / "calibration" / "measured.json"
-    batches = _launches(todo)
+    batches = _launches(todo, None if worlds is None else {Path(d): w for d, w in worlds.items()})
     server = None
     try:
         for world, batch in batches:
@@ -554,7 +562,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
             plan.unlink(missing_ok=True)
             rc = rc or code
             for i, m in enumerate(batch):
-                m.update(rc=code, timed_out=timed_out == i, ran_s=ran_s, first=i == 0,
+                m.update(rc=code, timed_out=timed_out == i, ran_s=ran_s, first=i == 0, world=world,
                          process="torchrun" if world is not None else "the simulation")
     finally:
         if server is not None:
@@ -565,7 +573,8 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
         earlier_failed = earlier_failed and not m["first"]  # only a failure in the same launch
         missing = verify_run(m["attempt"])
         outcome = {"returncode": m["rc"], "finished_at": _now(), "log": str(log_path),
-                   "group_duration_s": round(time.time() - t0, 3)}
+                   "group_duration_s": round(time.time() - t0, 3), "config_sha": config_sha(m["cfg"]),
+                   **({"world": m["world"]} if m["world"] is not None else {})}
         if missing is None:
             final = m["dir"] / "run"
             if final.exists():
@@ -586,7 +595,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
             else:
                 shutil.rmtree(m["attempt"])  # empty: the launch never reached it
                 kept = None
-            outcome.update(status="failed", kind=kind, reason=reason, config_sha=config_sha(m["cfg"]),
+            outcome.update(status="failed", kind=kind, reason=reason,
                            attempt_dir=kept.name if kept else None, log_tail=_tail(log_path))
             if m.get("damaged"):
                 outcome["was"] = m["damaged"]

@@ -16,7 +16,8 @@ Messages (fp32, counted by ``ctx.comm``):
   the parameters the gradient was computed on, how many gradients it sums (``ddcgu``
   accumulates), ``flag`` = 0 for a push, 1 for "done" (the worker has taken its last
   step; the gradient part then holds its remaining accumulation, possibly ``k = 0``), and
-  the worker's measured seconds per gradient (``ddcgu``'s speed estimate);
+  the worker's measured seconds per gradient (``ddcgu``'s speed estimate); ``flag`` = 2
+  asks for the current parameters alone (``ps_cyclic``'s epoch end, ``k = 0``);
 * reply, server ``j`` -> worker: ``j``'s parameters, then ``[version, staleness, gap, 0, 0]``
   (``staleness``: versions applied between the worker's read and this push's
   application; ``gap``: the worker's step lead over the slowest, ``ps_ssp``);
@@ -43,7 +44,7 @@ from .optim import build_optimizer
 from .protocol import Algorithm, ServeContext
 
 HEADER = 5
-PUSH, DONE = 0.0, 1.0
+PUSH, DONE, FETCH = 0.0, 1.0, 2.0
 
 
 def shard_bounds(d: int, servers: int) -> list[tuple[int, int]]:
@@ -176,10 +177,16 @@ class ParameterServer(Algorithm):
         return [self.comm.isend(self.shards.message(j, bodies[j], [self.ctx.rank, self.version[j], k, flag, seconds]),
                                 self.shards.rank(j)) for j in range(self.cfg.servers)]
 
-    def pull(self) -> list[float]:
-        """Receive every server's reply, write the parameters; returns server 0's header."""
+    def post_pull(self) -> tuple[list[torch.Tensor], list]:
+        """Post the receives of every server's next reply (buffers, handles)."""
         bufs = [self.shards.buffer(j) for j in range(self.cfg.servers)]
-        for h in [self.comm.irecv(b, self.shards.rank(j)) for j, b in enumerate(bufs)]:
+        return bufs, [self.comm.irecv(b, self.shards.rank(j)) for j, b in enumerate(bufs)]
+
+    def pull(self, posted: tuple[list[torch.Tensor], list] | None = None) -> list[float]:
+        """Receive every server's reply (``posted``: by :meth:`post_pull`), write the
+        parameters; returns server 0's header."""
+        bufs, handles = posted if posted is not None else self.post_pull()
+        for h in handles:
             h.wait()
         parts = [split(b) for b in bufs]
         self.shards.write([body for body, _ in parts])
@@ -194,6 +201,14 @@ class ParameterServer(Algorithm):
             h.wait()
         return head
 
+    def fetch(self) -> list[float]:
+        """Ask every server for its current parameters (no gradient) and install them."""
+        sends = self.push([None] * self.cfg.servers, 0.0, FETCH)
+        head = self.pull()
+        for h in sends:
+            h.wait()
+        return head
+
     # -- server --------------------------------------------------------------------------
     def end_epoch(self, sc: ServeContext, epoch: int, extra: dict[str, float]) -> None:
         self.server.commit()  # the checkpoint holds the shard
@@ -201,7 +216,7 @@ class ParameterServer(Algorithm):
 
     def send_reply(self, w: int, header: list[float]) -> None:
         """Reply to worker ``w`` without waiting for the transfer: the server goes on
-        receiving while replies travel (each worker has at most one reply in flight)."""
+        receiving while replies travel (a worker has at most ``inflight`` replies in flight)."""
         inflight = [h for h in getattr(self, "_inflight", []) if not h.is_completed()]
         inflight.append(self.comm.isend(self.server.reply(header), w))
         self._inflight = inflight

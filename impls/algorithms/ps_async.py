@@ -22,6 +22,17 @@ What is sent to whom, and when (``W`` workers, ``d`` parameters, :mod:`impls.ps`
    steps of all workers together).  At the end every worker says "done" and receives the
    final parameters, so the evaluated models are equal.
 
+With ``inflight: B > 1`` a worker does not wait for its reply (DistBelief's Downpour
+replicas push and fetch in the background): it pushes, installs every reply that has
+already arrived, and computes its next gradient at once; only with ``B`` pushes
+unanswered does it wait for the oldest.  On a fast network the replies arrive within a
+gradient's compute and nothing changes; when the server's link is congested the replies
+lag, every worker runs ``B`` pushes ahead of its parameters, and the staleness grows from
+about ``W`` to about ``B W`` updates: the "significantly worse convergence when the
+traffic to the parameter server is congested" of the AD-PSGD paper's abstract.  With
+``B = 1`` (a worker waits for each reply) congestion costs time but not staleness: every
+worker still sees each other worker's update once per round.
+
 The server receives and sends a model per push: ``2 W`` models per round, the bottleneck
 the AD-PSGD paper names; sharding (``servers: k``) splits it over ``k`` ranks.
 
@@ -29,6 +40,9 @@ Hyperparameters:
 
 * ``servers`` (1): server ranks, each owning an equal range of the flat parameters.  Raise it
   when the server's link saturates (the ``server_*`` columns show its bytes and time).
+* ``inflight`` (1): pushes a worker may have unanswered.  1 is the blocking worker; 2-4 is
+  Downpour's background fetch, which hides the reply's transfer behind compute when the
+  network is fast, and multiplies the staleness when it is not (watch ``staleness_mean``).
 * ``staleness_lr`` (false): divide each push's step by its staleness (``max(1, tau)``),
   Zhang et al.'s rule; useful when staleness is large (many workers, big speed spread).
 
@@ -40,6 +54,7 @@ the workload's optimizer (momentum kept per push) rather than Adagrad.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from ..protocol import ServeContext, StepContext
@@ -51,6 +66,7 @@ from . import register
 class PSAsyncConfig:
     servers: int = field(default=1, metadata={"min": 1})
     staleness_lr: bool = False
+    inflight: int = field(default=1, metadata={"min": 1})
 
 
 @register("ps_async")
@@ -58,13 +74,37 @@ class PSAsync(ParameterServer):
     Config = PSAsyncConfig
     step_schedule = "shared_epochs"
 
+    def setup(self, model) -> None:
+        super().setup(model)
+        self.pending: deque = deque()  # (send handles, posted reply receives), oldest first
+
     def step(self, s: StepContext) -> dict[str, float]:
         grads = self.shards.grads()
-        head = self.push_pull(grads, 1.0)  # 1
-        return {"ps/staleness": head[1], "ps/grad_sum": float(sum(float(g.double().sum()) for g in grads))}
+        checksum = float(sum(float(g.double().sum()) for g in grads))
+        if self.cfg.inflight == 1:
+            head = self.push_pull(grads, 1.0)  # 1
+            return {"ps/staleness": head[1], "ps/grad_sum": checksum}
+        self.pending.append((self.push(grads, 1.0), self.post_pull()))  # 1, without waiting
+        head = [float("nan")] * 2
+        while self.pending and (len(self.pending) >= self.cfg.inflight or self._arrived(self.pending[0])):
+            head = self._complete()
+        return {"ps/staleness": head[1], "ps/grad_sum": checksum, "ps/inflight": float(len(self.pending))}
+
+    def _arrived(self, entry) -> bool:
+        return all(h.is_completed() for h in entry[1][1])
+
+    def _complete(self) -> list[float]:
+        """Install the oldest unanswered push's reply (replies come back in push order)."""
+        sends, posted = self.pending.popleft()
+        head = self.pull(posted)
+        for h in sends:
+            h.wait()
+        return head
 
     def serve(self, sc: ServeContext) -> None:
         self.serve_arrivals(sc, bound=None, staleness_lr=self.cfg.staleness_lr)  # 2, 3
 
     def close(self) -> None:
+        while self.pending:
+            self._complete()
         self.finish()

@@ -14,6 +14,10 @@ What is sent to whom, and when (``W`` workers, :mod:`impls.ps`):
 3. So worker ``i``'s gradient is applied ``W - 1`` updates after the parameters it was
    computed on were made (after the first round: delay ``i``); every worker takes
    ``steps_per_epoch`` steps per epoch (``local_epochs``).
+4. At its epoch's end every worker fetches the server's current parameters (a header
+   alone; the server answers each worker in turn after the epoch's last update), so the
+   model evaluated and checkpointed is the server's, not the worker's last reply, which
+   misses the last ``W - 1`` updates.
 
 Compute overlaps: while worker ``i`` computes, the server serves the others.  But the
 order is fixed, so a slow worker stalls the cycle once per round: this is what the
@@ -68,5 +72,13 @@ class PSCyclic(ParameterServer):
                 sc.log(epoch, epoch * S + t, {"ps/worker": w, "ps/staleness": tau, "ps/k": 1.0,
                                               "ps/version": sh.version})
                 self.send_reply(w, [sh.version, tau, 0.0, 0.0, 0.0])
+            for w in range(W):  # 4: each worker's fetch, answered with the epoch's final parameters
+                self.comm.irecv(buf, w).wait()
+                self.send_reply(w, [sh.version, 0.0, 0.0, 0.0, 0.0])
             self.drain_replies()
             self.end_epoch(sc, epoch, {**staleness_stats(stale), "ps/applied_sum": checksum})
+
+    def epoch_end(self, epoch: int) -> dict[str, float]:
+        if self.is_worker():
+            self.fetch()  # 4
+        return {}

@@ -56,6 +56,9 @@ def test_winners_follow_the_model():
     small = w[(w["n"] == 256) & (w["bytes"] == 1e3)].iloc[0]
     assert small["winner"] == "recursive_doubling" and small["model_agrees"]
     assert set(w[w["bytes"] == 1e8]["winner"]) <= {"ring", "rabenseifner"}
+    grid = arstudy.winners_grid(w)
+    assert list(grid.columns) == ["platform", "n", "1 KB", "100 KB", "100 MB"]
+    assert grid.set_index("n").loc[256, "1 KB"] == "recursive_doubling"
 
 
 CLAIMS = [

@@ -162,6 +162,7 @@ rule allreduce_study:
     output:
         table="results/bench/allreduce_study.csv",
         winners="results/bench/allreduce_winners.csv",
+        grid="results/bench/allreduce_winners_grid.csv",
         claims="results/bench/allreduce_claims.csv",
         settings="results/bench/allreduce_claims_settings.csv",
         figure="reports/figures/allreduce_study.png",

@@ -18,6 +18,7 @@ table = arstudy.study_table(rows)
 table.to_csv(sm.output.table, index=False)
 win = arstudy.winners(table)
 win.to_csv(sm.output.winners, index=False)
+arstudy.winners_grid(win).to_csv(sm.output.grid, index=False)
 numbers = pd.read_csv(sm.input.numbers, dtype=str).set_index("id")
 missing = [s for c in spec.get("claims", []) for s in c["sources"] if s not in numbers.index]
 if missing:

@@ -11,7 +11,8 @@ real`` per real world size.  The rest is pure and tested (``tests/test_arstudy.p
   has no preset), the ratio, the bus bandwidth ``2 (n-1)/n S / t`` (the ring's bytes: what an
   ideal all-reduce must move per rank, so algorithms compare on one scale) and the rank of the
   algorithm at its setting;
-* :func:`winners`: the fastest algorithm per (platform, n, size) and its margin;
+* :func:`winners`: the fastest algorithm per (platform, n, size) and its margin
+  (:func:`winners_grid`: the same as a platform x n by size grid);
 * :func:`evaluate_claims`: the survey's statements of the config, per setting and overall.
 """
 
@@ -180,6 +181,23 @@ def winners(table: pd.DataFrame) -> pd.DataFrame:
                      "runner_up_slower": round(second["seconds"] / best["seconds"], 4) if second is not None else np.nan,
                      "model_winner": model_best, "model_agrees": model_best == best["algorithm"]})
     return pd.DataFrame(rows)
+
+
+def winners_grid(win: pd.DataFrame) -> pd.DataFrame:
+    """:func:`winners` as a grid: one row per (platform, n), one column per message size, the
+    winner's name in each cell ("*" where the alpha-beta model picks another)."""
+    w = win.assign(cell=[f"{a}{'' if ok else '*'}" for a, ok in zip(win["winner"], win["model_agrees"])],
+                   size=[_size_label(b) for b in win["bytes"]])
+    order = list(dict.fromkeys(_size_label(b) for b in sorted(win["bytes"].unique())))
+    grid = w.pivot_table(index=["platform", "n"], columns="size", values="cell", aggfunc="first")
+    return grid[order].reset_index().rename_axis(None, axis=1)
+
+
+def _size_label(b: float) -> str:
+    for unit, k in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if b >= k:
+            return f"{b / k:g} {unit}"
+    return f"{b:g} B"
 
 
 def _matches(value: float, sel: Any) -> bool:

@@ -11,8 +11,8 @@ algorithm         time                         bytes sent per rank
 ring allreduce    2(n-1) alpha + 2(n-1)/n S/b  2(n-1)/n S
 tree allreduce    2 log2(n) (alpha + S/b)      ~2 S   (reduce + broadcast)
 rec. doubling     log2(n) (alpha + S/b)        log2(n) S
-Rabenseifner      2 log2(n) alpha + 2(n-1)/n S/b   2(n-1)/n S   (halving + doubling)
-PS-style          2 alpha + 2(n-1) S/b         2(n-1)/n S (root: (n-1) S; its link: 2(n-1) S)
+Rabenseifner      2log2(n)alpha+2(n-1)/n S/b   2(n-1)/n S   (halving + doubling)
+PS-style          2 alpha + 2(n-1) S/b         2(n-1)/n S (the root's link: 2(n-1) S)
 ring allgather    (n-1) (alpha + S/b)          (n-1) S      (S = one rank's part)
 binomial bcast    log2(n) (alpha + S/b)        S  (<= S log2 n at the root)
 binomial reduce   log2(n) (alpha + S/b)        S (n-1)/n    (mean over ranks)

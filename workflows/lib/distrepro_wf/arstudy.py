@@ -314,6 +314,8 @@ def figure(table: pd.DataFrame, path: str | os.PathLike, nodes: Iterable[int] = 
             if not ax.has_data():
                 ax.set_visible(False)
     axes[0][0].legend(fontsize=7, title="markers: measured, lines: alpha-beta", title_fontsize=7)
+    if len(real):
+        axes[len(rows_)][0].legend(fontsize=7, title="gloo: its own all_reduce; lines: fitted", title_fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -109,10 +109,12 @@ class Platform:
         return alpha_beta(self.cfg)
 
 
-def alpha_beta(cfg: PlatformConfig) -> tuple[float, float]:
+def alpha_beta(cfg: PlatformConfig, duplex: bool = True) -> tuple[float, float]:
     """The preset's per-message latency (s) and per-direction bandwidth (bytes/s) of a NIC
-    sending and receiving at once (see the module docstring)."""
-    return cfg.latency_us * 1e-6, BANDWIDTH_FACTOR * cfg.nic_gbps * 1e9 / 8 / (1 + CROSS_TRAFFIC)
+    sending and receiving at once (see the module docstring); ``duplex=False``: of a flow
+    alone on its links (no acknowledgments of a reverse flow to share them with: 5 % more)."""
+    beta = BANDWIDTH_FACTOR * cfg.nic_gbps * 1e9 / 8
+    return cfg.latency_us * 1e-6, beta / (1 + CROSS_TRAFFIC) if duplex else beta
 
 
 def build_platform(cfg: PlatformConfig, hosts: int) -> Platform:

@@ -136,3 +136,61 @@ rule bench_ps:
     threads: 64  # everything there is (Snakemake scales it down to --cores)
     script:
         "../scripts/bench_ps.py"
+
+
+# The survey's all-reduce study (config/allreduce_study.yaml; distrepro_wf/arstudy.py), a target
+# of its own (the 256-node rings take minutes; not in `bench`):  snakemake --cores 2 allreduce_study
+# allreduce_study.csv: every algorithm's time beside its alpha-beta time (simulated 2..256 nodes on
+#   10 GbE and InfiniBand; real gloo ranks on loopback); allreduce_winners.csv: which wins where;
+# allreduce_claims.csv (+ _settings): the survey's statements checked; the figure beside them.
+ARSTUDY_CONFIG = "config/allreduce_study.yaml"
+
+
+def arstudy_platforms():
+    import yaml
+
+    with open(ARSTUDY_CONFIG) as f:
+        return list(yaml.safe_load(f)["platforms"])
+
+
+rule allreduce_study:
+    input:
+        spec=ARSTUDY_CONFIG,
+        numbers=PUBLISHED_FILES[0],  # compare.smk: config/published/numbers.csv (the claims' sources)
+        sim=lambda wc: expand("results/bench/allreduce_study/sim_{platform}.json", platform=arstudy_platforms()),
+        real="results/bench/allreduce_study/real.json",
+    output:
+        table="results/bench/allreduce_study.csv",
+        winners="results/bench/allreduce_winners.csv",
+        grid="results/bench/allreduce_winners_grid.csv",
+        claims="results/bench/allreduce_claims.csv",
+        settings="results/bench/allreduce_claims_settings.csv",
+        figure="reports/figures/allreduce_study.png",
+    log:
+        "results/logs/bench/allreduce_study.log",
+    script:
+        "../scripts/allreduce_study.py"
+
+
+rule allreduce_study_sim:
+    input:
+        spec=ARSTUDY_CONFIG,
+    output:
+        "results/bench/allreduce_study/sim_{platform}.json",
+    log:
+        "results/logs/bench/allreduce_study_sim_{platform}.log",
+    threads: 1  # simulated times: deterministic, whatever else runs
+    script:
+        "../scripts/allreduce_study_runs.py"
+
+
+rule allreduce_study_real:
+    input:
+        spec=ARSTUDY_CONFIG,
+    output:
+        "results/bench/allreduce_study/real.json",
+    log:
+        "results/logs/bench/allreduce_study_real.log",
+    threads: 64  # real ranks, one per core, and nothing else (Snakemake scales it down to --cores)
+    script:
+        "../scripts/allreduce_study_runs.py"

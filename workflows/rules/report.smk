@@ -8,6 +8,8 @@
 BENCH_TABLES = [f"results/bench/{n}.csv" for n in ("allreduce_vs_ddp", "max_ranks", "step_time_vs_allreduce",
                                                     "sim_cost_model", "sim_slowmo_table2a", "sim_scale", "sim_vs_real",
                                                     "compression_throughput", "ps_server_throughput", "ps_tta_vs_sync")]
+# the all-reduce study's tables (rule allreduce_study, bench.smk; not run by default): shown when present
+STUDY_TABLES = ["results/bench/allreduce_claims.csv", "results/bench/allreduce_winners_grid.csv"]
 from distrepro_wf.plots import FIGURES as FIGURE_FUNCTIONS, FOREST_PAGES
 
 FIGURES = list(FIGURE_FUNCTIONS)  # a figure = a function there + its caption in ../report/captions/<name>.rst
@@ -71,7 +73,7 @@ rule report:
         claims="results/tables/claims.csv",
         published=PUBLISHED_FILES,
         # the benchmark tables shown: those the bench target has written (it is not run by default)
-        bench=lambda wc: [p for p in BENCH_TABLES if os.path.exists(p)],
+        bench=lambda wc: [p for p in BENCH_TABLES + STUDY_TABLES if os.path.exists(p)],
     output:
         index="reports/index.html",
         pages=[f"reports/papers/{p}.html" for p in REPORT_PAGES],

@@ -292,14 +292,28 @@ def test_compressed_sgd_on_real_and_simulated_ranks(tmp_path):
     lossless = {"name": "compressed_sgd", "compressor": {"name": "cast", "dtype": "float32"}}
     sign = {"name": "compressed_sgd", "compressor": {"name": "sign", "scale": "mean_abs", "error_feedback": True}}
     qsgd = {"name": "compressed_sgd", "compressor": {"name": "qsgd", "levels": 3}}
-    (ref, ll, sg, qs), _ = launch([make_config("allreduce_sgd", n), make_config(lossless, n),
-                                   make_config(sign, n), make_config(qsgd, n)], tmp_path / "real")
+    # every other compressor end to end, in the same launch (their packing is tested above)
+    others = {k: {"name": "compressed_sgd", "compressor": {**SPECS[k], "error_feedback": k in ("topk", "onebit")}}
+              for k in ("topk", "randomk", "dgc", "onebit", "terngrad")}
+    (ref, ll, sg, qs, *rest), _ = launch([make_config("allreduce_sgd", n), make_config(lossless, n),
+                                          make_config(sign, n), make_config(qsgd, n),
+                                          *(make_config(a, n) for a in others.values())], tmp_path / "real")
+    d = sum(t.numel() for t in ref.final_state(0).values())
+    for name, run in zip(others, rest):
+        steps = run.records(0, "step")
+        # the message each worker all-gathers is the compressor's packed parts: the formula's bytes
+        assert steps[0]["compress/bytes"] == FORMULA[name](d), name
+        assert steps[0]["comm/bytes_sent"] == pytest.approx((n - 1) * FORMULA[name](d), rel=0.05), name
+        for r in range(n):  # one model on every replica, moved away from the uncompressed run's
+            assert _max_rel(run.final_state(r), run.final_state(0)) == 0.0, name
+        assert _max_rel(run.final_state(0), ref.final_state(0)) > 1e-3, name
+        losses = [e["loss/train"] for e in run.records(0, "epoch")]
+        assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0], (name, losses)
     for r in range(n):
         assert _max_rel(ll.final_state(r), ref.final_state(r)) <= 1e-6
         for run in (sg, qs):  # replicas stay equal, and lossy compression does change the result
             assert _max_rel(run.final_state(r), run.final_state(0)) == 0.0
             assert _max_rel(run.final_state(r), ref.final_state(r)) > 1e-3
-    d = sum(t.numel() for t in ref.final_state(0).values())
     steps = sg.records(0, "step")
     formula = (n - 1) * (c8(d) + 4)  # all-gather of ceil(d/8) sign bytes + one fp32 scale
     for rec in steps:

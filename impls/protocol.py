@@ -171,7 +171,9 @@ class Algorithm:
 
     def epoch_start(self, epoch: int, full_pass: Callable[[], Iterator[Any]]) -> None:
         """Before epoch ``epoch``'s first step; ``full_pass()`` iterates over this worker's
-        whole shard (e.g. for SVRG's full gradient at the snapshot).  Default: nothing."""
+        whole shard as ``(batch, closure)`` pairs, ``closure()`` computing the loss and the
+        gradients on ``batch`` at the model's current parameters (e.g. for SVRG's full
+        gradient at the snapshot).  Default: nothing."""
 
     # 5
     def step(self, s: StepContext) -> dict[str, float]:

@@ -111,7 +111,8 @@ def _closure(algo, model: torch.nn.Module, task: Task, batch):
 
 
 def _full_pass(sampler, epoch: int):
-    """This worker's batches of one whole pass over its shard (``epoch``'s order)."""
+    """This worker's batches of one whole pass over its shard (``epoch``'s order); the
+    algorithm's ``full_pass()`` yields each with its closure (``StepContext.closure``'s)."""
     own = copy.copy(sampler)  # the step schedule keeps iterating the original
     own.set_epoch(epoch)
     return own
@@ -345,7 +346,9 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
         t_epoch = clock.now()
         sums: dict[str, float] = {}
         losses = []
-        algo.epoch_start(epoch, lambda: batches(task.train, _full_pass(sampler, epoch), wl.loader_workers, device))
+        algo.epoch_start(epoch, lambda: ((b, _closure(algo, model, task, b))
+                                         for b in batches(task.train, _full_pass(sampler, epoch), wl.loader_workers,
+                                                          device)))
         todo = list(marks)  # this epoch's mid-epoch evaluation points, in steps into the epoch
         for gstep, epoch_f, batch in schedule.steps(epoch):
             if rank == fault_rank and gstep == fault_step:

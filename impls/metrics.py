@@ -24,6 +24,7 @@ The measured values use namespaced keys ``<namespace>/<name>``:
 ``loss/objective``         full objective F(x) (epoch, eval records; finite_sum task)
 ``opt/gap``                suboptimality F(x) - F(x*) (epoch, eval records; finite_sum task)
 ``opt/lr``                 the step's learning rate
+``opt/grad_evals``         component gradients grad f_i this rank computed in the epoch (epoch; svrg)
 ``time/compute_s``         forward + backward wall time
 ``time/straggler_delay_s`` emulated straggler sleep (:mod:`impls.straggler`)
 ``time/comm_s``            time spent waiting on communication (every activity of the rank,

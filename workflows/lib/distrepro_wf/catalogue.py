@@ -40,6 +40,7 @@ EPOCH: dict[str, EpochMetric] = {
     "comm/bytes_sent": EpochMetric("mean"),
     "comm/bytes_recv": EpochMetric("mean"),
     "consensus/distance": EpochMetric("mean"),
+    "opt/grad_evals": EpochMetric("sum"),  # component gradients (svrg): the workers' total, the paper's work
     "time/epoch_s": EpochMetric("max"),
     "time/wall_s": EpochMetric("max"),
     "time/compute_s": EpochMetric("max"),
@@ -111,6 +112,8 @@ METRICS: dict[str, Metric] = {
     "steps_to_target": Metric("steps to the target", "steps", "steps_to_target"),
     "epochs_to_target": Metric("epochs to the target", "epochs", "epochs_to_target"),
     "bytes_to_target": Metric("bytes sent per rank to the target", "B", "bytes_to_target"),
+    "grad_evals_to_target": Metric("component gradients to the target (all workers)", "gradients",
+                                   "grad_evals_to_target"),
     "reached_target": Metric("target reached", "", "reached_target", higher_is_better=True),
     "target_at_first_eval": Metric("target met at the first evaluation (an upper bound)", "",
                                    "target_at_first_eval"),
@@ -123,6 +126,8 @@ METRICS: dict[str, Metric] = {
     "comm_share": Metric("communication share of an epoch", "%", "comm_share", 100.0),
     "compute_share": Metric("compute share of an epoch", "%", "compute_share", 100.0, higher_is_better=True),
     "network": Metric("what the communication time is", "", "network"),
+    "grad_evals_per_epoch": Metric("component gradients per epoch (all workers)", "gradients",
+                                   "grad_evals_per_epoch", source=("opt/grad_evals", "mean")),
     "final_consensus_distance": Metric("final consensus distance", "", "final_consensus_distance",
                                        source=("consensus/distance", "last")),
 }

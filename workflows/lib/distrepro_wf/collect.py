@@ -278,8 +278,9 @@ def to_target(info: dict, t: pd.DataFrame, evals: pd.DataFrame | None = None,
     the first that met it; the metric is taken as linear in between, in time and in steps,
     so ``time_to_target_s`` and ``steps_to_target`` are interpolated there (evaluating more
     often, ``evals_per_epoch``, narrows that interval).  ``epochs_to_target`` is fractional
-    (steps / steps per epoch) and ``bytes_to_target`` the mean rank's bytes sent up to that
-    step (:func:`bytes_at`).  A series whose first point meets the target has no interval:
+    (steps / steps per epoch), ``bytes_to_target`` the mean rank's bytes sent up to that
+    step (:func:`bytes_at`) and ``grad_evals_to_target`` the workers' component gradients
+    (:func:`grad_evals_at`; NaN for methods that do not count them).  A series whose first point meets the target has no interval:
     that point's values are taken and ``target_at_first_eval`` marks them (an upper bound).
     ``reached_target``: whether the target was met at all (the to-target values are NaN if
     not); ``tta_evals``: the series' points per epoch.
@@ -292,7 +293,8 @@ def to_target(info: dict, t: pd.DataFrame, evals: pd.DataFrame | None = None,
     evals = evals.sort_values("step")
     first_epoch = evals[(evals["step"] > 0) & (evals["step"] <= spe)]
     out = {"time_to_target_s": np.nan, "steps_to_target": np.nan, "epochs_to_target": np.nan,
-           "bytes_to_target": np.nan, "reached_target": False, "target_at_first_eval": False,
+           "bytes_to_target": np.nan, "grad_evals_to_target": np.nan, "reached_target": False,
+           "target_at_first_eval": False,
            "tta_evals": len(first_epoch) if len(first_epoch) else np.nan}
     if target is None or metric not in evals:
         return out
@@ -309,8 +311,18 @@ def to_target(info: dict, t: pd.DataFrame, evals: pd.DataFrame | None = None,
         s, tt = step[i - 1] + f * (step[i] - step[i - 1]), time[i - 1] + f * (time[i] - time[i - 1])
     out.update(time_to_target_s=float(tt), steps_to_target=float(s), epochs_to_target=float(s) / spe,
                bytes_to_target=bytes_at(float(s), t, spe, steps_bytes), reached_target=True,
-               target_at_first_eval=i == 0)
+               target_at_first_eval=i == 0, grad_evals_to_target=grad_evals_at(float(s), t, spe))
     return out
+
+
+def grad_evals_at(step: float, t: pd.DataFrame, steps_per_epoch: int) -> float:
+    """The workers' component gradients (``opt/grad_evals``, svrg) in the run's first ``step``
+    steps: the epochs' totals at their ends, linear in between (as time to target is)."""
+    if "opt/grad_evals" not in t:
+        return np.nan
+    ends = _epoch_ends(t, steps_per_epoch).to_numpy(float)
+    totals = np.cumsum(t["opt/grad_evals"].to_numpy(float))
+    return float(np.interp(step, [0.0, *ends], [0.0, *totals]))
 
 
 def bytes_at(step: float, t: pd.DataFrame, steps_per_epoch: int, steps_bytes: pd.DataFrame | None = None) -> float:

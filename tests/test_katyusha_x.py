@@ -162,3 +162,44 @@ def test_real_ranks_take_the_same_steps(run_torchrun, tmp_path):
         gaps = [r["opt/gap"] for r in res.records(rank, "epoch")]
         assert gaps == pytest.approx([r["opt/gap"] for r in one], rel=TOL, abs=1e-12)
     assert torch.equal(res.final_state(0)["x"], res.final_state(1)["x"])
+
+
+def test_the_experiment_config_runs_every_claim_on_five_seeds():
+    """config/katyusha_x.yaml validates, and each Katyusha X claim is evaluated there (not "not
+    configured") at settings where both sides run >= 5 seeds."""
+    import yaml
+    from conftest import ROOT
+    from distrepro_wf import claims as wfclaims
+    from distrepro_wf import config as wfconfig
+    from distrepro_wf import published as wfpublished
+
+    cfg = yaml.safe_load((ROOT / "config" / "katyusha_x.yaml").read_text())
+    wfconfig.validate(cfg)
+    pub = wfpublished.load(cfg)
+    mine = [c for c in pub.claims if c["paper"] == "katyusha_x"]
+    assert len(mine) == 3 and not {c["id"] for c in mine} & set(pub.not_configured)
+    grid = wfclaims._grid(cfg, "katyusha_x")
+    for c in mine:
+        settings = wfclaims._settings(c, grid)
+        assert settings, c["id"]
+        for nodes, straggler in settings:
+            for side in ("a", "b"):
+                assert len(set(wfclaims._select(grid, c[side], nodes, straggler)["seed"])) >= 5, (c["id"], nodes)
+
+
+def test_the_benchmark_table_gives_ratios_per_seed():
+    from distrepro_wf.kxbench import katyusha_x_table
+
+    rows = []
+    for method, g in (("svrg", 1000.0), ("katyusha_x", 500.0)):
+        for nodes in (1, 2):
+            for seed, f in ((1, 1.0), (2, 1.2)):
+                rows.append({"method": method, "nodes": nodes, "seed": seed, "reached_target": True,
+                             "grad_evals_to_target": g * f * (1.1 if nodes == 2 else 1.0),
+                             "steps_to_target": 100.0 * f / nodes, "time_to_target_s": 2.0 * f / nodes})
+    t = katyusha_x_table(pd.DataFrame(rows)).set_index(["method", "nodes"])
+    assert t.loc[("katyusha_x", 2), "vs_svrg"] == pytest.approx(0.5)
+    assert t.loc[("katyusha_x", 2), ["vs_svrg_low", "vs_svrg_high"]].tolist() == pytest.approx([0.5, 0.5])
+    assert t.loc[("svrg", 2), "vs_1_worker"] == pytest.approx(1.1)
+    assert t.loc[("svrg", 2), ["rounds_speedup", "time_speedup"]].tolist() == pytest.approx([2.0, 2.0])
+    assert t.loc[("svrg", 1), "grad_evals_to_target"] == pytest.approx(1100.0) and t["reached"].eq(2).all()

@@ -13,6 +13,8 @@
 # ps_server_throughput.csv: gradients an asynchronous server applies per second on real ranks vs workers
 #   (1 and 2 server ranks); ps_tta_vs_sync.csv: each parameter-server mode's time to target / ps_sync's
 #   under one 4x-slow worker, from the ps_modes runs of the same pipeline run (distrepro_wf/psbench.py).
+# katyusha_x.csv (only with config/katyusha_x.yaml): Katyusha X and SVRG's component gradients, rounds and
+#   simulated time to the target vs workers, as ratios per seed (distrepro_wf/kxbench.py).
 # compression_throughput.csv: sign / blockwise-sign compress + pack of 25.6M fp32 (ResNet-50) as a
 #   ratio of memcpy bandwidth measured in the same run, 1 thread and all (distrepro_wf/compbench.py).
 
@@ -194,3 +196,14 @@ rule allreduce_study_real:
     threads: 64  # real ranks, one per core, and nothing else (Snakemake scales it down to --cores)
     script:
         "../scripts/allreduce_study_runs.py"
+
+
+rule bench_katyusha_x:
+    input:
+        runs="results/tables/katyusha_x/runs.csv",
+    output:
+        "results/bench/katyusha_x.csv",
+    log:
+        "results/logs/bench/katyusha_x.log",
+    script:
+        "../scripts/bench_katyusha_x.py"

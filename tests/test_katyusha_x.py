@@ -173,7 +173,9 @@ def test_the_experiment_config_runs_every_claim_on_five_seeds():
     from distrepro_wf import config as wfconfig
     from distrepro_wf import published as wfpublished
 
-    cfg = yaml.safe_load((ROOT / "config" / "katyusha_x.yaml").read_text())
+    path = ROOT / "config" / "katyusha_x.yaml"
+    wfconfig.check_config_files([path])  # no key defined twice
+    cfg = yaml.safe_load(path.read_text())
     wfconfig.validate(cfg)
     pub = wfpublished.load(cfg)
     mine = [c for c in pub.claims if c["paper"] == "katyusha_x"]

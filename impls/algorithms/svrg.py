@@ -65,8 +65,9 @@ epoch without replacement, not i.i.d. with replacement as in the analysis; ``mu`
 mean over the epoch's pass, i.e. all ``n`` components when ``B`` divides ``n`` (the
 sampler drops the last incomplete global batch otherwise).  Only the abstract of the
 paper was readable to us; the momentum line agrees with two independent public
-re-implementations (which also find ``tau = 1/2`` gives SVRG), and the averaged epoch
-output and the ``tau`` formula are as we recall Algorithm 1 and its theorem.  The
+re-implementations (one notes that ``tau = 1/2`` gives SVRG, shown above), and the averaged
+epoch output and the ``tau`` formula are as we recall Algorithm 1 and its theorem (both
+re-implementations take the last iterate: ``snapshot: last``).  The
 non-strongly-convex variant (a ``k``-dependent line) is not implemented.
 """
 

@@ -342,3 +342,9 @@ def test_compression_benchmark_rows_and_ratios():
     gbps = 4 * 4096 / df["seconds"] / 1e9
     assert ((gbps - df["input_gbps"]).abs() <= 1e-3 + 1e-2 * gbps).all()
     assert ((df["ratio"] - df["input_gbps"] / df["memcpy_gbps"]).abs() <= 0.02 * df["ratio"] + 1e-3).all()
+    # the fused kernels' graphs (what torch.compile is given) compute the compressor's output
+    from distrepro_wf.compbench import _blockwise_sign_pack
+    x = vec(1000)
+    bits, scales = _blockwise_sign_pack(x, 64)  # 15 full blocks and a tail of 40
+    ref = build({"name": "sign", "scale": "mean_abs", "block": "size", "block_size": 64}).compress(x)
+    assert torch.equal(bits, ref[0]) and torch.allclose(scales, ref[1], rtol=1e-6)

@@ -95,12 +95,23 @@ class TranslationConfig:
 
 
 def _fairseq():
+    """fairseq's data classes, imported on first use.  Importing fairseq configures the root
+    logger (DEBUG, a stderr handler: one of its modules calls ``logging.basicConfig``), which
+    would flood a host program's output (Snakemake's, when the workflow validates a config);
+    the root logger is restored as it was."""
+    import logging
+
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
     try:
         import fairseq  # noqa: F401
         from fairseq.data import Dictionary, LanguagePairDataset, data_utils
     except ImportError as e:  # pragma: no cover - the pinned environment has it
         raise ConfigError("workload.task.name", f"task 'translation' needs fairseq (fairseq-fixed==0.12.3.1, "
                                                 f"installed by scripts/setup.sh): {e}") from None
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
     return SimpleNamespace(Dictionary=Dictionary, LanguagePairDataset=LanguagePairDataset, data_utils=data_utils)
 
 

@@ -7,7 +7,8 @@
 # the benchmark tables (rule bench, bench.smk); the report shows those that exist
 BENCH_TABLES = [f"results/bench/{n}.csv" for n in ("allreduce_vs_ddp", "max_ranks", "step_time_vs_allreduce",
                                                     "sim_cost_model", "sim_slowmo_table2a", "sim_scale", "sim_vs_real",
-                                                    "compression_throughput", "ps_server_throughput", "ps_tta_vs_sync")]
+                                                    "compression_throughput", "ps_server_throughput", "ps_tta_vs_sync",
+                                                    "translation")]
 from distrepro_wf.plots import FIGURES as FIGURE_FUNCTIONS, FOREST_PAGES
 
 FIGURES = list(FIGURE_FUNCTIONS)  # a figure = a function there + its caption in ../report/captions/<name>.rst

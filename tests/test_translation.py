@@ -142,3 +142,40 @@ def test_allreduce_on_simulated_backend_is_deterministic(data_bin, tmp_path):
     a = torch.load(tmp_path / "a" / "ckpt" / "rank0.pt", weights_only=False)["model"]
     b = torch.load(tmp_path / "a" / "ckpt" / "rank1.pt", weights_only=False)["model"]
     assert max((a[k].float() - b[k].float()).abs().max().item() for k in a) == 0  # all-reduce keeps replicas equal
+
+
+def test_batch_list_sampler_deals_each_step_to_the_ranks():
+    from impls.data.sampler import BatchListSampler
+    from impls.errors import ConfigError
+
+    batches = [[i, i + 100] for i in range(7)]
+    ranks = [list(BatchListSampler(batches, r, 3, seed=5)) for r in range(3)]
+    assert all(len(x) == 2 for x in ranks)  # 7 batches // 3 ranks; the rest dropped
+    taken = [b for step in zip(*ranks) for b in step]
+    assert len({tuple(b) for b in taken}) == 6 and all(b in batches for b in taken)
+    assert [list(BatchListSampler(batches, r, 3, seed=5)) for r in range(3)] == ranks  # same seed, same order
+    later = []
+    for r in range(3):
+        s = BatchListSampler(batches, r, 3, seed=5)
+        s.set_epoch(1)
+        later.append(list(s))
+    assert later != ranks  # another epoch, another order
+    with pytest.raises(ConfigError, match="workload.task.max_tokens"):
+        BatchListSampler(batches[:2], 0, 3, key="workload.task.max_tokens")
+
+
+def test_corpus_config_errors_name_the_key(tmp_path):
+    from distrepro_wf import translation as wt
+    from impls.errors import ConfigError
+
+    assert wt.corpora({})["synth_ende"]["kind"] == "synthetic"
+    with pytest.raises(ConfigError, match=r"corpora\.c\.vocabulary: unknown key; allowed keys: .*vocab"):
+        wt.corpora({"corpora": {"c": {"kind": "synthetic", "vocabulary": 3}}})
+    with pytest.raises(ConfigError, match=r"corpora\.w\.root"):
+        wt.corpora({"corpora": {"w": {"kind": "raw", "root": str(tmp_path / "none")}}})
+    wl = {"task": {"name": "translation", "data": wt.data_bin("nope")}}
+    with pytest.raises(ConfigError, match=r"workloads\.t\.task\.data: unknown corpus 'nope'"):
+        wt.check_translation_data({"workloads": {"t": wl}})
+    runs = [{"workload": {"task": {"name": "translation", "data": wt.data_bin("synth_ende")}}},
+            {"workload": {"dataset": {"name": "digits"}}}]
+    assert wt.data_inputs(runs) == [f"{wt.data_bin('synth_ende')}/{wt.MARKER}"]

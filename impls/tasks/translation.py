@@ -47,9 +47,16 @@ tiny stand-in: 1024); ``label_smoothing`` 0.1; ``beam`` 4-5 for reported BLEU, 1
 evaluations during training; ``eval_sentences`` bounds evaluation time (decoding is
 sequential in the output length).
 
-Compatibility with torch 2.14 / numpy 2.4: none needed so far (fairseq-fixed imports and
-trains as is); fairseq is imported lazily, only when a translation task is built, so the
-harness imports without it.
+Compatibility with torch 2.14 / numpy 2.4: no shim needed (fairseq-fixed imports, trains and
+decodes as is).  fairseq is imported lazily, only when a translation task is built (about 4
+CPU-seconds), so the harness imports without it; that import reconfigures the root logger,
+which :func:`_fairseq` undoes.  fairseq-fixed declares torchaudio, which has no release for
+torch 2.14: scripts/setup.sh installs it without (fairseq's speech tasks are not used).
+
+Simulated time (``backend: simgrid``): a paper profile (``transformer_wmt16_v100x8``) charges
+its fixed step time whatever the batch; the ``measured`` profile charges per row of the batch,
+here per sentence, so a token batch's cost follows its sentence count (the synthetic corpus's
+lengths are narrow, 2-10 words, so this is close to per-token).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-DEFAULTS = {"workload": "tiny_transformer", "warmup": 3, "steps": 20, "budget_cpu_s": 60.0, "warmup_steps": 100,
+DEFAULTS = {"workload": "tiny_transformer", "warmup": 3, "steps": 50, "budget_cpu_s": 60.0, "warmup_steps": 100,
             "seed": 1, "eval_sentences": 300}
 TINY = {"task": {"name": "translation", "arch": "transformer_tiny", "max_tokens": 256,
                  "model_overrides": {"dropout": 0.0}},

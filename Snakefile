@@ -32,6 +32,7 @@ include: "workflows/rules/collect.smk"
 include: "workflows/rules/compare.smk"
 include: "workflows/rules/report.smk"
 include: "workflows/rules/bench.smk"
+include: "workflows/rules/translation.smk"
 
 
 report: "workflows/report/workflow.rst"

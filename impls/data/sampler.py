@@ -11,6 +11,11 @@ same number of steps.
 ``LabelPartitionSampler`` (``partition: {kind: labels, classes_per_worker: c}``):
 a non-IID split where each rank only ever sees its own ``c`` classes; see its
 docstring.  ``build_sampler`` picks one from ``workload.dataset.partition``.
+
+``BatchListSampler``: variable-size batches fixed in advance (a translation task's
+token-based batches, :mod:`impls.tasks.translation`), dealt to ranks step by step.  A
+dataset that has a ``batch_sampler(batch_size, rank, world, seed)`` method gets its
+batches from it (``build_sampler``'s hook; only the iid partition).
 """
 
 from __future__ import annotations
@@ -102,6 +107,39 @@ class LabelPartitionSampler:
             yield perm[k * self.b:(k + 1) * self.b].tolist()
 
 
+class BatchListSampler:
+    """Rank-sharded order over a fixed list of (variable-size) batches.
+
+    ``batches`` are lists of sample indices fixed once (e.g. fairseq's ``batch_by_size``
+    over length-sorted indices: similar lengths share a batch, so little padding).  Each
+    epoch draws a permutation of the batches from ``(seed, epoch)``; step ``k`` is the
+    ``world`` batches ``perm[k*world:(k+1)*world]`` and rank ``r`` takes the ``r``-th.  The
+    last incomplete group is dropped, so all ranks take the same number of steps.
+    """
+
+    def __init__(self, batches: list[list[int]], rank: int = 0, world: int = 1, seed: int = 0,
+                 key: str = "workload.batch_size"):
+        if len(batches) < world:
+            from ..errors import ConfigError
+
+            raise ConfigError(key, f"the training set makes {len(batches)} batches, fewer than one per worker "
+                                   f"({world} workers)")
+        self.batches, self.rank, self.world, self.seed = batches, rank, world, seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.batches) // self.world
+
+    def __iter__(self) -> Iterator[list[int]]:
+        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        perm = torch.randperm(len(self.batches), generator=g)
+        for k in range(len(self)):
+            yield list(self.batches[int(perm[k * self.world + self.rank])])
+
+
 def dataset_labels(ds) -> torch.Tensor:
     """Class labels of a dataset without loading its inputs (TensorDataset, torchvision)."""
     if hasattr(ds, "tensors"):
@@ -118,6 +156,10 @@ def build_sampler(partition: dict | None, ds, batch_size: int, rank: int, world:
     spec = dict(partition or {"kind": "iid"})
     kind = spec.pop("kind", "iid")
     key = "workload.dataset.partition"
+    if hasattr(ds, "batch_sampler"):  # the dataset makes its own batches (token-based)
+        if kind != "iid" or spec:
+            raise ConfigError(f"{key}.kind", f"{type(ds).__name__} makes its own batches; allowed values: iid")
+        return ds.batch_sampler(batch_size, rank, world, seed)
     if kind == "iid":
         if spec:
             raise ConfigError(f"{key}.{sorted(spec)[0]}", "unknown key for kind iid; allowed keys: kind")

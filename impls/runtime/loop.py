@@ -20,8 +20,9 @@ def batches(ds: Dataset, sampler: GlobalBatchSampler, workers: int, device) -> I
             i = torch.as_tensor(idx)
             yield tuple(t[i].to(device) for t in ds.tensors)
         return
+    # a dataset of variable-size samples (token sequences) brings its own ``collater``
     loader = DataLoader(ds, batch_sampler=sampler, num_workers=workers, pin_memory=device.type == "cuda",
-                        persistent_workers=False)
+                        persistent_workers=False, collate_fn=getattr(ds, "collater", None))
     for batch in loader:
         yield tuple(t.to(device, non_blocking=True) for t in batch)
 

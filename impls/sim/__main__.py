@@ -39,6 +39,21 @@ def run_one(config: str, out: str, checkpoint_dir: str | None, calibration: str 
         write_error(outp, "config" if isinstance(err, ConfigError) else "diverged", err)
 
 
+def _preload(config: str) -> None:
+    """Import, once in the server, what the run's task imports lazily and slowly
+    (``Task.preload``: fairseq for translation), so that each child need not."""
+    try:
+        with open(config) as f:
+            task = (json.load(f).get("workload") or {}).get("task") or {}
+        from ..tasks import _load
+
+        tasks = _load()
+        if task.get("name") in tasks:
+            tasks.get(task["name"]).preload()
+    except Exception:  # noqa: BLE001  the child meets (and reports) any problem itself
+        pass
+
+
 def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
     """The fork server (module docstring)."""
     import torch  # noqa: F401  the imports every run needs, paid once
@@ -55,6 +70,7 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
         if not line.strip():
             continue
         req = json.loads(line)
+        _preload(req["config"])
         pid = os.fork()
         if pid == 0:  # the child: one run, its own session and output, its own exit status
             code = 1

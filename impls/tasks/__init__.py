@@ -13,6 +13,10 @@ primary metric with its direction (what "time to target" and the claims read).
                     or a sum of nonconvex quadratics whose mean is strongly convex (Katyusha
                     X's setting); metrics ``loss/objective`` and ``opt/gap`` = ``F(x) - F(x*)``
                     against the closed-form optimum (primary, lower is better)
+``translation``     fairseq's Transformer on a ``fairseq-preprocess`` data-bin, token-based
+                    batches, label-smoothed cross entropy; metrics ``loss/val``,
+                    ``nll/val`` and ``bleu/val`` (primary, higher is better: sacrebleu on
+                    greedy or beam decodes).  fairseq is imported only when it is built
 =================  ======================================================================
 
 Adding a task: a file here with a config dataclass (``name`` first) and a :class:`Task`
@@ -46,6 +50,11 @@ class Task:
         self.train: Dataset | None = None
         self.val: Dataset | None = None
 
+    @classmethod
+    def preload(cls) -> None:
+        """Import what this task imports lazily and slowly (a fork server calls it once, before
+        forking its runs); default nothing."""
+
     def build_data(self, probe: bool = False) -> None:
         """Set ``self.train`` / ``self.val``; ``probe``: validation only, as cheaply as possible
         (a large on-disk dataset may leave ``train`` as None)."""
@@ -64,7 +73,7 @@ class Task:
 
 
 def _load() -> Registry:
-    from . import classification, finite_sum  # noqa: F401  (register)
+    from . import classification, finite_sum, translation  # noqa: F401  (register)
 
     return TASKS
 

@@ -17,6 +17,9 @@
 
 
 rule train:
+    input:
+        # data the group's workloads need made first (translation: fairseq-preprocess, translation.smk)
+        lambda wc: wftranslation.data_inputs(group_members(wc).values()),
     output:
         LAUNCH,
     log:

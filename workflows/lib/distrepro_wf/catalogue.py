@@ -37,6 +37,8 @@ EPOCH: dict[str, EpochMetric] = {
     "acc/val": EpochMetric("mean", True),
     "loss/objective": EpochMetric("mean", False),
     "opt/gap": EpochMetric("mean", False),
+    "bleu/val": EpochMetric("mean", True),  # translation (sacrebleu on decodes)
+    "nll/val": EpochMetric("mean", False),
     "comm/bytes_sent": EpochMetric("mean"),
     "comm/bytes_recv": EpochMetric("mean"),
     "consensus/distance": EpochMetric("mean"),
@@ -63,7 +65,7 @@ EPOCH_DERIVED = {"acc/val_min": ("acc/val", "min"), "time/compute_s_mean": ("tim
                  "time/sync_s_mean": ("time/sync_s", "mean")}
 #: the evaluation's keys (``task.evaluate``): what an evaluation point of a run carries, in
 #: ``eval`` and ``epoch`` records alike; the metric columns of ``evals.csv``
-EVAL_KEYS = ("acc/val", "loss/val", "loss/objective", "opt/gap")
+EVAL_KEYS = ("acc/val", "loss/val", "loss/objective", "opt/gap", "bleu/val", "nll/val")
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ METRICS: dict[str, Metric] = {
                              source=("loss/val", "last")),
     "final_objective": Metric("final objective F(x)", "", "final_objective", source=("loss/objective", "last")),
     "final_gap": Metric("final suboptimality F(x) - F(x*)", "", "final_gap", source=("opt/gap", "last")),
+    "final_bleu": Metric("final validation BLEU", "", "final_bleu", source=("bleu/val", "last"), higher_is_better=True),
+    "best_bleu": Metric("best validation BLEU", "", "best_bleu", source=("bleu/val", "max"), higher_is_better=True),
     "time_per_epoch_s": Metric("time per epoch", "s", "time_per_epoch_s", source=("time/epoch_s", "mean")),
     "time_per_step_s": Metric("time per step", "s", "time_per_step_s"),
     "wall_s": Metric("wall-clock time of the run", "s", "wall_s", source=("time/wall_s", "last")),

@@ -97,7 +97,8 @@ def _stragglers(ep: pd.DataFrame) -> list[str]:
 
 
 #: the task's quality metric a curve shows: (column, axis label, y scale, factor), the first one logged
-QUALITY = [("acc/val", "validation top-1 (%)", "linear", 100.0), ("opt/gap", "suboptimality F(x) - F(x*)", "log", 1.0)]
+QUALITY = [("acc/val", "validation top-1 (%)", "linear", 100.0), ("opt/gap", "suboptimality F(x) - F(x*)", "log", 1.0),
+           ("bleu/val", "validation BLEU (sacrebleu)", "linear", 1.0)]
 
 
 def _quality(ep: pd.DataFrame) -> tuple[str, str, str, float]:

@@ -1,0 +1,181 @@
+"""The translation task (impls/tasks/translation.py) through fairseq: the synthetic corpus,
+fairseq-preprocess's data-bin, token batches, the tiny Transformer's training step, BLEU
+from real decodes, and one simulated AllReduce-SGD run (same seed, same numbers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import make_config
+from impls.data.synth_parallel import SyntheticLanguagePair, generate
+
+pytest.importorskip("fairseq", reason="scripts/setup.sh installs fairseq-fixed")
+
+SPLITS = {"train": 400, "valid": 40, "test": 20}
+WORKLOAD = {"task": {"name": "translation", "arch": "transformer_tiny", "max_tokens": 256, "eval_sentences": 20},
+            "batch_size": 64, "epochs": 2, "eval_ranks": "zero",
+            "optimizer": {"name": "adam", "lr": 0.002, "betas": [0.9, 0.98]}}
+
+
+def test_corpus_is_deterministic(tmp_path):
+    a, b, c = (generate(tmp_path / d, seed=s, **SPLITS) for d, s in (("a", 0), ("b", 0), ("c", 1)))
+    assert a == b == SPLITS
+    for f in ("train.src", "train.tgt", "valid.src", "valid.tgt", "test.src", "test.tgt"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+        assert (tmp_path / "a" / f).read_bytes() != (tmp_path / "c" / f).read_bytes()
+    assert len((tmp_path / "a" / "valid.tgt").read_text().splitlines()) == SPLITS["valid"]
+    # more training sentences leave valid and test unchanged
+    generate(tmp_path / "d", seed=0, train=500, valid=40, test=20)
+    assert (tmp_path / "d" / "valid.src").read_bytes() == (tmp_path / "a" / "valid.src").read_bytes()
+
+
+def test_translation_rule():
+    lang = SyntheticLanguagePair(seed=0, vocab=5)
+    n, a, v, p = lang.src["noun"][0], lang.src["adj"][0], lang.src["verb"][0], lang.src["name"][0]
+    m = lang.mapping
+    sent = [(v, "verb"), (a, "adj"), (n, "noun"), (p, "name")]
+    # adjective after its noun, first verb last, names copied
+    assert lang.translate(sent) == [m[n], m[a], p, m[v]]
+    assert m[p] == p and m[n] != n and len(set(lang.mapping.values())) == len(lang.mapping)
+
+
+@pytest.fixture(scope="module")
+def data_bin(tmp_path_factory):
+    """A small synthetic corpus binarized by fairseq's own fairseq-preprocess."""
+    tmp = tmp_path_factory.mktemp("mt")
+    generate(tmp / "raw", seed=0, vocab=8, **SPLITS)
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    # fairseq-preprocess's own parser and main, in this process (the pipeline's rule runs the
+    # same module as a command; importing fairseq twice would cost this test seconds)
+    args = options.get_preprocessing_parser().parse_args([
+        "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(tmp / "raw" / "train"),
+        "--validpref", str(tmp / "raw" / "valid"), "--testpref", str(tmp / "raw" / "test"),
+        "--destdir", str(tmp / "data-bin"), "--workers", "1"])
+    preprocess.main(args)
+    return tmp / "data-bin"
+
+
+def _task(data_bin: Path, **task):
+    from impls.dataclass_config import from_dict
+    from impls.runconfig import WorkloadConfig
+    from impls.tasks import build_task
+
+    wl = dict(WORKLOAD, task={**WORKLOAD["task"], "data": str(data_bin), **task})
+    t = build_task(from_dict(WorkloadConfig, wl, "workload"))
+    t.build_data()
+    return t
+
+
+def test_preprocess_output_loads(data_bin):
+    t = _task(data_bin)
+    assert (len(t.train), len(t.val)) == (SPLITS["train"], SPLITS["valid"])
+    # 8 words per class: 32 words + 4 specials, padded to a multiple of 8 (fairseq's padding_factor)
+    assert (len(t.src_dict), len(t.tgt_dict)) == (40, 40)
+    for d, lang in ((t.src_dict, "src"), (t.tgt_dict, "tgt")):
+        words = set((data_bin.parent / "raw" / f"train.{lang}").read_text().split())
+        assert len(words) == 32 and all(d.index(w) != d.unk() for w in words)
+    raw = (data_bin.parent / "raw" / "valid.tgt").read_text().splitlines()
+    assert t.text(t.val.pairs.tgt[3]) == raw[3]  # the binarized text reads back as written
+    # token batches: at most max_tokens (padding counted) and batch_size sentences, every sample once
+    batches = t.train.token_batches(64, seed=1)
+    sizes = t.train.pairs.num_tokens_vec(list(range(len(t.train))))
+    assert sorted(i for b in batches for i in b) == list(range(SPLITS["train"]))
+    assert all(len(b) <= 64 and len(b) * max(sizes[b]) <= 256 for b in batches)
+
+
+def test_wiring_and_bleu_from_decodes(data_bin):
+    t = _task(data_bin)
+    torch.manual_seed(0)
+    model = t.build_model()
+    assert sum(p.numel() for p in model.parameters()) < 200_000
+    hyps, refs = t.decode(model)
+    assert len(hyps) == len(refs) == 20
+    assert t.bleu(refs, refs) == pytest.approx(100.0)  # a perfect hypothesis, through the same path
+    m = t.evaluate(model)
+    assert set(m) == set(t.metrics) and m["bleu/val"] == pytest.approx(t.bleu(hyps, refs))
+    assert m["bleu/val"] < 10  # an untrained model's decodes
+    from impls.data.sampler import build_sampler
+    from impls.runtime.loop import batches
+
+    sampler = build_sampler(None, t.train, 64, 0, 1, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=0.003)
+    losses = []
+    for i, batch in enumerate(batches(t.train, sampler, 0, torch.device("cpu"))):
+        assert len(batch) == 4 and batch[0].shape[0] == batch[3].shape[0]
+        opt.zero_grad()
+        loss = t.loss(model, batch)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+        if i == 5:
+            break
+    assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0]
+    assert t.decode(model)[0] != hyps  # the decodes follow the model
+
+
+def test_allreduce_on_simulated_backend_is_deterministic(data_bin, tmp_path):
+    import sim_server
+
+    wl = dict(WORKLOAD, task={**WORKLOAD["task"], "data": str(data_bin)}, max_steps_per_epoch=2)
+    cfg = make_config("allreduce_sgd", 2, workload=wl, backend="simgrid", platform="ethernet_10g",
+                      profile="transformer_wmt16_v100x8")
+    cfg["workload"] = wl
+    out = []
+    for name in ("a", "b"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "cfg.json").write_text(json.dumps(cfg))
+        assert sim_server.run(d / "cfg.json", d / "out", d / "ckpt", None, d / "sim.log") == 0, \
+            (d / "sim.log").read_text()[-3000:]
+        out.append([(d / "out" / "metrics" / f"rank{r}.jsonl").read_text() for r in range(2)])
+    assert out[0] == out[1]
+    recs = [json.loads(x) for x in out[0][0].splitlines()]
+    epochs = [r for r in recs if r["kind"] == "epoch"]
+    assert len(epochs) == 2 and all(0 <= e["bleu/val"] <= 100 for e in epochs)
+    assert epochs[-1]["loss/train"] < [r for r in recs if r["kind"] == "step"][0]["loss/train"]
+    a = torch.load(tmp_path / "a" / "ckpt" / "rank0.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "a" / "ckpt" / "rank1.pt", weights_only=False)["model"]
+    assert max((a[k].float() - b[k].float()).abs().max().item() for k in a) == 0  # all-reduce keeps replicas equal
+
+
+def test_batch_list_sampler_deals_each_step_to_the_ranks():
+    from impls.data.sampler import BatchListSampler
+    from impls.errors import ConfigError
+
+    batches = [[i, i + 100] for i in range(7)]
+    ranks = [list(BatchListSampler(batches, r, 3, seed=5)) for r in range(3)]
+    assert all(len(x) == 2 for x in ranks)  # 7 batches // 3 ranks; the rest dropped
+    taken = [b for step in zip(*ranks) for b in step]
+    assert len({tuple(b) for b in taken}) == 6 and all(b in batches for b in taken)
+    assert [list(BatchListSampler(batches, r, 3, seed=5)) for r in range(3)] == ranks  # same seed, same order
+    later = []
+    for r in range(3):
+        s = BatchListSampler(batches, r, 3, seed=5)
+        s.set_epoch(1)
+        later.append(list(s))
+    assert later != ranks  # another epoch, another order
+    with pytest.raises(ConfigError, match="workload.task.max_tokens"):
+        BatchListSampler(batches[:2], 0, 3, key="workload.task.max_tokens")
+
+
+def test_corpus_config_errors_name_the_key(tmp_path):
+    from distrepro_wf import translation as wt
+    from impls.errors import ConfigError
+
+    assert wt.corpora({})["synth_ende"]["kind"] == "synthetic"
+    with pytest.raises(ConfigError, match=r"corpora\.c\.vocabulary: unknown key; allowed keys: .*vocab"):
+        wt.corpora({"corpora": {"c": {"kind": "synthetic", "vocabulary": 3}}})
+    with pytest.raises(ConfigError, match=r"corpora\.w\.root"):
+        wt.corpora({"corpora": {"w": {"kind": "raw", "root": str(tmp_path / "none")}}})
+    wl = {"task": {"name": "translation", "data": wt.data_bin("nope")}}
+    with pytest.raises(ConfigError, match=r"workloads\.t\.task\.data: unknown corpus 'nope'"):
+        wt.check_translation_data({"workloads": {"t": wl}})
+    runs = [{"workload": {"task": {"name": "translation", "data": wt.data_bin("synth_ende")}}},
+            {"workload": {"dataset": {"name": "digits"}}}]
+    assert wt.data_inputs(runs) == [f"{wt.data_bin('synth_ende')}/{wt.MARKER}"]

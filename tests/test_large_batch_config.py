@@ -1,0 +1,28 @@
+"""config/large_batch.yaml (the large-batch and mixed-precision recipes) validates as the
+pipeline validates it, and every claim on it names one of its methods and settings."""
+
+from __future__ import annotations
+
+import yaml
+
+from conftest import ROOT
+
+
+def test_large_batch_config_and_claims_validate():
+    from distrepro_wf.config import validate
+    from distrepro_wf.published import load
+
+    cfg = yaml.safe_load((ROOT / "config" / "large_batch.yaml").read_text())
+    runs = validate(cfg)
+    exp = cfg["experiments"]["large_batch"]
+    assert len(runs) == 5 * sum(len(m["nodes"]) for m in exp["methods"].values())
+    assert {r.nodes for r in runs} == {1, 16, 64}
+    load(cfg)  # claims.yaml, numbers.csv, sources.csv against this config
+    claims = yaml.safe_load((ROOT / "config" / "published" / "claims.yaml").read_text())["claims"]
+    ours = [c for c in claims if c["experiment"] == "large_batch"]
+    assert len(ours) == 7
+    for c in ours:
+        for side in ("a", "b"):
+            method = exp["methods"][c[side]["method"]]
+            nodes = c[side].get("nodes") or c["where"]["nodes"][0]
+            assert nodes in method["nodes"], (c["id"], side)

@@ -9,7 +9,7 @@ from conftest import ROOT
 
 
 def test_large_batch_config_and_claims_validate():
-    from distrepro_wf.config import validate
+    from distrepro_wf.config import run_config, validate
     from distrepro_wf.published import load
 
     cfg = yaml.safe_load((ROOT / "config" / "large_batch.yaml").read_text())
@@ -17,6 +17,12 @@ def test_large_batch_config_and_claims_validate():
     exp = cfg["experiments"]["large_batch"]
     assert len(runs) == 5 * sum(len(m["nodes"]) for m in exp["methods"].values())
     assert {r.nodes for r in runs} == {1, 16, 64}
+    wl = {r.method: run_config(cfg, r)["workload"] for r in runs}
+    assert wl["linear_warmup"]["schedule"]["warmup_epochs"] == 2  # the recipes differ where they should
+    assert wl["linear_no_warmup"]["schedule"] == {**wl["linear_warmup"]["schedule"], "warmup_epochs": 0}
+    assert wl["lars_warmup"]["optimizer"]["name"] == "lars" and wl["linear_warmup"]["optimizer"]["name"] == "sgd"
+    assert [wl[m].get("precision", "fp32") for m in ("linear_warmup", "linear_warmup_bf16", "linear_warmup_fp16")] \
+        == ["fp32", "bf16", "fp16"]
     load(cfg)  # claims.yaml, numbers.csv, sources.csv against this config
     claims = yaml.safe_load((ROOT / "config" / "published" / "claims.yaml").read_text())["claims"]
     ours = [c for c in claims if c["experiment"] == "large_batch"]

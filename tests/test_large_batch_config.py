@@ -32,3 +32,16 @@ def test_large_batch_config_and_claims_validate():
             method = exp["methods"][c[side]["method"]]
             nodes = c[side].get("nodes") or c["where"]["nodes"][0]
             assert nodes in method["nodes"], (c["id"], side)
+
+
+def test_epoch_time_figure_with_equal_times_at_every_seed(tmp_path):
+    """A simulated clock without jitter gives every seed the same time per epoch; the mean of
+    equal floats can round below them, and the figure's whiskers must not go negative."""
+    import pandas as pd
+
+    from distrepro_wf.plots import epoch_time_vs_nodes
+
+    x = next(v for v in (0.1 + k * 0.0137 for k in range(1000)) if pd.Series([v] * 5).mean() > v)
+    runs = pd.DataFrame({"straggler": "none", "method": "a", "nodes": [16] * 5, "time_per_epoch_s": [x] * 5})
+    epoch_time_vs_nodes(runs, tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 0

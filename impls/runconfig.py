@@ -61,10 +61,20 @@ class WorkloadConfig:
     evals_per_epoch: int = field(default=1, metadata={"min": 1})
     max_steps_per_epoch: int | None = field(default=None, metadata={"min": 1})
     loader_workers: int = field(default=0, metadata={"min": 0})
+    # mixed precision around the task's forward pass, with every algorithm (impls.runtime.precision)
+    precision: str = field(default="fp32", metadata={"choices": ("fp32", "bf16", "fp16")})
+    loss_scale: dict[str, Any] | None = None  # fp16's dynamic loss scaler: {init, growth_factor, ...}
 
     def validate(self, key: str) -> None:
         if self.target is not None:
             from_dict(TargetConfig, self.target, f"{key}.target")
+        if self.loss_scale is not None:
+            if self.precision != "fp16":
+                raise ConfigError(f"{key}.loss_scale", f"only fp16 scales the loss; this workload's precision is "
+                                                       f"{self.precision!r} (allowed with loss_scale: fp16)")
+            from .runtime.precision import LossScaleConfig
+
+            from_dict(LossScaleConfig, self.loss_scale, f"{key}.loss_scale")
 
 
 @dataclass
@@ -122,6 +132,10 @@ def resolve(raw: Mapping[str, Any]) -> Resolved:
     wl = from_dict(WorkloadConfig, run.workload, "workload")
     optim = optimizer_config(wl.optimizer)
     check_composition(run.algorithm["name"], cls.supported_optimizers, optim)
+    if wl.precision == "fp16" and len(cls.roles(run.nodes, acfg)) > run.nodes:
+        raise ConfigError("workload.precision", f"fp16 skips the steps whose gradients overflow, and "
+                                                f"{run.algorithm['name']}'s server ranks count every push: use "
+                                                f"bf16 or fp32 (allowed values: fp32, bf16, fp16)")
     return Resolved(
         run=run,
         algorithm_cls=cls,

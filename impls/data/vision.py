@@ -29,7 +29,8 @@ def _cifar(root: str, classes: int, augment: bool, verify_md5: bool) -> DataBund
 
     _need_dir("workload.dataset.root", root)
     norm = T.Normalize(CIFAR_MEAN[classes], CIFAR_STD[classes])
-    train_tf = [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()] if augment else []
+    # augment: random crop (padding 4) + horizontal flip, seeded per (run seed, epoch, sample)
+    # (impls.data.augment), applied on the [0, 1] image before normalisation like torchvision's
     base = datasets.CIFAR10 if classes == 10 else datasets.CIFAR100
     if verify_md5:
         cls = base
@@ -39,12 +40,17 @@ def _cifar(root: str, classes: int, augment: bool, verify_md5: bool) -> DataBund
             "test_list": [[f, None] for f, _ in base.test_list],
             "meta": {**base.meta, "md5": None}})
     try:
-        train = cls(root, train=True, download=False, transform=T.Compose(train_tf + [T.ToTensor(), norm]))
+        train = cls(root, train=True, download=False, transform=T.ToTensor() if augment else T.Compose(
+            [T.ToTensor(), norm]))
         val = cls(root, train=False, download=False, transform=T.Compose([T.ToTensor(), norm]))
     except RuntimeError as e:  # torchvision: "Dataset not found or corrupted. You can use download=True ..."
         why = str(e).split(". You can use download=True")[0]  # this project never downloads
         raise ConfigError("workload.dataset.root", f"{root!r}: {why} (expected the standard python-pickle "
                                                    f"batches of {base.__name__}; nothing is downloaded)") from None
+    if augment:
+        from .augment import SeededCropFlip
+
+        train = SeededCropFlip(train, padding=4, flip=True, normalize=(CIFAR_MEAN[classes], CIFAR_STD[classes]))
     return DataBundle(train, val, classes, (3, 32, 32))
 
 

@@ -4,6 +4,8 @@
 * ``cnn`` - two 3x3 conv layers + linear head, for 8x8 digits or 32x32 images.
 * ``resnet20`` - the CIFAR ResNet-20 of He et al. (2016), 0.27M parameters, as used
   by the signSGD and AD-PSGD CIFAR experiments.
+* ``vgg16`` - the standard CIFAR VGG-16 (13 conv + BN layers, one linear head; 14.7M
+  parameters), not torchvision's ImageNet VGG-16 (:mod:`impls.models.vgg_cifar`).
 * ``resnet18`` / ``resnet50`` - torchvision's ImageNet ResNets (random init).
 """
 
@@ -20,7 +22,7 @@ MODELS: Registry = Registry("model", "workload.model.name")
 
 
 def build_model(spec: dict[str, Any], input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    from . import resnet_cifar  # noqa: F401  (register)
+    from . import resnet_cifar, vgg_cifar  # noqa: F401  (register)
 
     return MODELS.build(spec, input_shape=input_shape, num_classes=num_classes)
 

@@ -14,11 +14,19 @@ from ..data.sampler import GlobalBatchSampler
 
 
 def batches(ds: Dataset, sampler: GlobalBatchSampler, workers: int, device) -> Iterator[tuple]:
-    """This rank's batches in the sampler's order: tuples of tensors on ``device``."""
-    if isinstance(ds, TensorDataset):  # tiny in-memory data: index directly, no loader overhead
+    """This rank's batches in the sampler's order: tuples of tensors on ``device``.
+
+    A seeded augmentation (:mod:`impls.data.augment`) is read through its view of the
+    sampler's seed and epoch (``for_epoch``: a copy, so interleaved passes keep their own)."""
+    for_epoch = getattr(ds, "for_epoch", None)
+    if for_epoch is not None:
+        ds = for_epoch(sampler.seed, sampler.epoch)
+    in_memory = getattr(ds, "in_memory_batch", None)  # an augmented TensorDataset: whole batches
+    if isinstance(ds, TensorDataset) or in_memory is not None:  # tiny in-memory data: no loader overhead
         for idx in sampler:
             i = torch.as_tensor(idx)
-            yield tuple(t[i].to(device) for t in ds.tensors)
+            part = in_memory(i) if in_memory is not None else tuple(t[i] for t in ds.tensors)
+            yield tuple(t.to(device) for t in part)
         return
     # a dataset of variable-size samples (token sequences) brings its own ``collater``
     loader = DataLoader(ds, batch_sampler=sampler, num_workers=workers, pin_memory=device.type == "cuda",

@@ -26,6 +26,7 @@ from ..backends import Backend, Clock, current_backend
 from ..backends.torch_dist import use_cuda
 from ..comm import Communicator
 from ..data.sampler import build_sampler
+from ..dataclass_config import from_dict
 from ..errors import ConfigError, DivergedError
 from ..metrics import MetricsWriter
 from ..protocol import Context
@@ -35,6 +36,7 @@ from ..straggler import StragglerModel, straggler_config
 from ..protocol import ServeContext, StepContext
 from ..tasks import Task, build_task
 from .loop import batches, consensus_distance, measure_compute
+from .precision import LossScaleConfig, MixedPrecision
 from .steps import STEP_SCHEDULES
 
 STARTED = "STARTED"  # marker rank 0 writes into a run's output directory when the launch reaches it
@@ -100,12 +102,18 @@ def _gather_notes(note: str | None, backend: Backend) -> list[str]:
     return [f"rank {r}: {n}" for r, n in enumerate(notes) if n]
 
 
-def _closure(algo, model: torch.nn.Module, task: Task, batch):
-    """``StepContext.closure``: loss and gradients on ``batch`` at the model's current parameters."""
+def _closure(algo, model: torch.nn.Module, task: Task, batch, prec: MixedPrecision | None = None):
+    """``StepContext.closure``: loss and gradients on ``batch`` at the model's current parameters
+    (under the run's precision: autocast, and fp16's scale applied and removed)."""
     def closure() -> torch.Tensor:
         algo.zero_grad()
-        loss = task.loss(model, batch)
-        loss.backward()
+        if prec is None:
+            loss = task.loss(model, batch)
+            loss.backward()
+            return loss
+        with prec.autocast():
+            loss = task.loss(model, batch)
+        prec.closure_backward(loss, model.parameters())
         return loss
     return closure
 
@@ -266,6 +274,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             straggler.rng.setstate(state["rng"]["straggler"])
         start_epoch, wall_offset, initial = found + 1, state["wall_s"], state["metrics"]
     writer = MetricsWriter(out_dir / "metrics" / f"rank{rank}.jsonl", rank, initial)
+    prec: MixedPrecision | None = None  # a worker's, set below (server ranks have none)
 
     def save_checkpoint(epoch: int, wall_s: float) -> None:
         if ckpt_path is None:
@@ -273,6 +282,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
         ckpt_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = ckpt_path.with_suffix(".tmp")
         torch.save({"epoch": epoch, "config_hash": h, "model": model.state_dict(), "algo": algo.state_dict(),
+                    "amp": prec.state_dict() if prec is not None else None,
                     "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                             "straggler": straggler.rng.getstate()},
                     "wall_s": wall_s, "metrics": writer.text()}, tmp)
@@ -319,6 +329,12 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
         ctl, f"distrepro/steps/{h}/{run_id}", task.train, sampler, steps_per_epoch, world, start_epoch,
         wl.loader_workers, device)
     barrier_free, closed = not schedule.per_epoch_collectives, False
+    # mixed precision (impls.runtime.precision): a synchronous schedule agrees on fp16's skips
+    # through its own Communicator on the runtime's group (unscaled: a flag weighs 4 bytes)
+    prec = MixedPrecision(wl.precision, device, from_dict(LossScaleConfig, wl.loss_scale, "workload.loss_scale"),
+                          Communicator(ctl, comm.clock, run.allreduce_algorithm), agree=not barrier_free)
+    if state is not None and agreed not in (None, -1) and state.get("amp"):
+        prec.load_state_dict(state["amp"])
     clock = comm.clock
     t_start = clock.now() - wall_offset
     marks = eval_marks(steps_per_epoch, wl.evals_per_epoch)
@@ -362,21 +378,24 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
                     sums[k] = sums.get(k, 0.0) + v  # the evaluation's traffic belongs to its epoch
             t0 = clock.now()
             s = StepContext(lr=res.schedule.lr(o.lr, world, epoch_f, wl.epochs), step=gstep, epoch=epoch_f,
-                            batch=batch, closure=_closure(algo, model, task, batch))
+                            batch=batch, closure=_closure(algo, model, task, batch, prec))
             algo.zero_grad()
             with algo.computing(s), clock.compute(model, batch):
-                loss = task.loss(model, batch)
-                loss.backward()
+                with prec.autocast():
+                    loss = task.loss(model, batch)
+                prec.backward(loss)
             compute_s = clock.now() - t0
             delay = straggler.delay(compute_s)
             clock.sleep(delay)
             t_sync = clock.now()
-            extra = algo.step(s)
-            c = comm.pop_counters()
+            scale = prec.scale
+            skipped = prec.check(model.parameters())  # fp16: an overflow skips the step (agreed)
+            extra = {} if skipped else algo.step(s)
+            c = prec.counters(comm.pop_counters())
             now = clock.now()
             rec = {"loss/train": loss.item(), "opt/lr": s.lr, "time/compute_s": compute_s,
                    "time/straggler_delay_s": delay, "time/sync_s": now - t_sync, "time/step_s": now - t0,
-                   "time/wall_s": now - t_start, **c.as_metrics(), **extra}
+                   "time/wall_s": now - t_start, **c.as_metrics(), **extra, **prec.step_metrics(skipped, scale)}
             writer.write("step", epoch, gstep, rec)
             if first_bad is None and not math.isfinite(rec["loss/train"]):
                 first_bad = f"step {gstep} (epoch {epoch}): loss/train = {rec['loss/train']}"
@@ -388,7 +407,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             algo.close()
             closed = True
         ep = {"loss/train": float(np.mean(losses)) if losses else float("nan"), "time/epoch_s": epoch_s,
-              **algo.epoch_end(epoch)}
+              **algo.epoch_end(epoch), **prec.pop_epoch_metrics()}
         with algo.eval_params() as m:
             if wl.eval_ranks == "all" or rank == 0:
                 ep.update(task.evaluate(m, workers=wl.loader_workers))

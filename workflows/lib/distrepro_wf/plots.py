@@ -184,7 +184,10 @@ def epoch_time_vs_nodes(runs: pd.DataFrame, path: Path, config: dict[str, Any] |
     for ax, s in zip(axes[0], ss):
         for m, g in runs[runs["straggler"] == s].groupby("method"):
             st = g.groupby("nodes")["time_per_epoch_s"].agg(["mean", "min", "max"])
-            ax.errorbar(st.index, st["mean"], yerr=[st["mean"] - st["min"], st["max"] - st["mean"]], marker="o",
+            # clipped at 0: equal times at every seed (a simulated clock without jitter) leave the
+            # mean a rounding error above the max or below the min, which errorbar refuses
+            lo, hi = (st["mean"] - st["min"]).clip(lower=0), (st["max"] - st["mean"]).clip(lower=0)
+            ax.errorbar(st.index, st["mean"], yerr=[lo, hi], marker="o",
                         capsize=3, label=m, color=method_colour(m))
         ax.set(xlabel="nodes (workers)", title=f"straggler: {s}")
         ax.set_xscale("log", base=2)

@@ -146,20 +146,14 @@ rule bench_ps:
 #   10 GbE and InfiniBand; real gloo ranks on loopback); allreduce_winners.csv: which wins where;
 # allreduce_claims.csv (+ _settings): the survey's statements checked; the figure beside them.
 ARSTUDY_CONFIG = "config/allreduce_study.yaml"
-
-
-def arstudy_platforms():
-    import yaml
-
-    with open(ARSTUDY_CONFIG) as f:
-        return list(yaml.safe_load(f)["platforms"])
+from distrepro_wf import arstudy
 
 
 rule allreduce_study:
     input:
         spec=ARSTUDY_CONFIG,
         numbers=PUBLISHED_FILES[0],  # compare.smk: config/published/numbers.csv (the claims' sources)
-        sim=lambda wc: expand("results/bench/allreduce_study/sim_{platform}.json", platform=arstudy_platforms()),
+        sim=lambda wc: expand("results/bench/allreduce_study/sim_{platform}.json", platform=arstudy.platforms(ARSTUDY_CONFIG)),
         real="results/bench/allreduce_study/real.json",
     output:
         table="results/bench/allreduce_study.csv",

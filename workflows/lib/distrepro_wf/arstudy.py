@@ -39,6 +39,14 @@ COLUMNS = ["backend", "platform", "n", "algorithm", "bytes", "seconds", "alpha_b
            "bus_gbps", "rank", "reps"]
 
 
+def platforms(path: str | os.PathLike) -> list[str]:
+    """The simulated platforms a study file sweeps (its ``platforms`` keys): the rule's inputs."""
+    import yaml
+
+    with open(path) as f:
+        return list(yaml.safe_load(f)["platforms"])
+
+
 def load_spec(raw: Mapping[str, Any], where: str = "config/allreduce_study.yaml") -> dict[str, Any]:
     """The study's settings, checked: every error names the key and the allowed values."""
     from impls.allreduce import ALGORITHMS

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 import threading
 
 import pytest
 import torch
 from torch import nn
 
-from conftest import ROOT, launch, make_config
+from conftest import launch, make_config
 from impls.algorithms.signum_mv import SignumMV, SignumMVConfig, byzantine, majority_vote
 from impls.compression import build, pack_bits, unpack_bits
 from impls.errors import ConfigError
@@ -281,12 +278,7 @@ def test_resume_after_a_kill_equals_the_uninterrupted_run(simulated, tmp_path):
     """Killed in epoch 1 (rank 1, step 15): every rank, the server included, resumes from its epoch-0
     checkpoint (the workers' momentum with it) and ends where the uninterrupted run ends."""
     cfg = sim_config({"name": "signum_mv", "aggregation": "server"}, W, workload={"optimizer": OPT})
-    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
-    cmd = [sys.executable, "-m", "impls.sim", "--config", str(tmp_path / "cfg.json"), "--out", str(tmp_path / "out"),
-           "--checkpoint-dir", str(tmp_path / "ckpt")]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
-                       env={**os.environ, "DISTREPRO_FAULT": "1:15"})
-    assert p.returncode == 17, p.stderr[-2000:]
+    simulate(cfg, tmp_path, fault="1:15")  # killed there
     m = torch.load(tmp_path / "ckpt" / "rank0.pt", weights_only=False)["algo"]["momentum"]
     assert m is not None and float(m.abs().max()) > 0
     simulate(cfg, tmp_path)

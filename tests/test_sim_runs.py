@@ -4,6 +4,7 @@ numbers (simulated times included), profiles recorded in provenance."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,13 +23,15 @@ SYNC = {  # world size 4 each, so one real launch serves them all
 }
 
 
-def simulate(cfg: dict, tmp: Path, calibration: Path | None = None, plain: bool = False) -> Path:
+def simulate(cfg: dict, tmp: Path, calibration: Path | None = None, plain: bool = False,
+             fault: str | None = None) -> Path:
     """One simulated run into ``tmp`` (out/, ckpt/): forked by the session's fork server
     (``tests/sim_server.py``, as the pipeline runs them), or with ``plain`` the one-process
-    command ``python -m impls.sim --config ...``."""
+    command ``python -m impls.sim --config ...``.  ``fault`` ("rank:step", plain command):
+    that rank dies there, and the run must end with the runtime's fault exit code (17)."""
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "cfg.json").write_text(json.dumps(cfg))
-    if not plain:
+    if not plain and fault is None:
         log = tmp / "sim.log"
         rc = sim_server.run(tmp / "cfg.json", tmp / "out", tmp / "ckpt", calibration, log)
         assert rc == 0, log.read_text()[-3000:]
@@ -37,8 +40,9 @@ def simulate(cfg: dict, tmp: Path, calibration: Path | None = None, plain: bool 
            "--checkpoint-dir", str(tmp / "ckpt")]
     if calibration is not None:
         cmd += ["--calibration", str(calibration)]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
+    env = {**os.environ, "DISTREPRO_FAULT": fault} if fault else None
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+    assert p.returncode == (17 if fault else 0), p.stderr[-3000:]
     return tmp
 
 

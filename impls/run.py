@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,7 +27,11 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if bool(args.plan) == bool(args.config and args.out):
         ap.error("give either --plan, or --config and --out")
+    from .procs import die_with_parent
     from .runtime.trainer import run_plan
+
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # a rank under torchrun: never outlive its agent
+        die_with_parent(signal.SIGKILL)
 
     if args.plan:
         with open(args.plan) as f:

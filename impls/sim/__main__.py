@@ -18,10 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 import traceback
 from pathlib import Path
+
+from ..procs import die_with_parent
 
 
 def run_one(config: str, out: str, checkpoint_dir: str | None, calibration: str | None) -> None:
@@ -71,11 +74,13 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
             continue
         req = json.loads(line)
         _preload(req["config"])
+        server = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: one run, its own session and output, its own exit status
             code = 1
             try:
                 os.setsid()
+                die_with_parent(signal.SIGKILL, server)  # its own session: gone with the server
                 fd = os.open(req["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)

@@ -65,7 +65,10 @@ and the run is recomputed.  Nothing is deleted.
 that are gone (killed invocations) are removed when their group next runs; those of a
 live process never.  If the Snakemake process that started the launch dies (``kill
 -9``), the launch is killed within a second (not left running beside the next
-invocation); its runs resume from their checkpoints next time.
+invocation); its runs resume from their checkpoints next time.  If the rule's script
+itself dies, by any signal, the kernel's parent-death signal stops its launch
+(:mod:`impls.procs`: torchrun gets SIGTERM and its ranks SIGKILL; a simulation's fork
+server and its forked run SIGKILL).
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from impls.procs import preexec_die_with_parent
 
 from .launch import launch_world, torchrun_command
 
@@ -347,17 +352,25 @@ class Aborted(RuntimeError):
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    """Stop a launch and every process it started (its own session)."""
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """Stop a launch and every process it started (its own session).
+
+    Stop signals are held while it does (a second SIGTERM, or Ctrl-C reaching the
+    whole process group, must not cut it short before the SIGKILL)."""
+    held = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                proc.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _owner_gone() -> bool:
@@ -448,6 +461,7 @@ class _SimServer:
         self._log = open(log_path, "a")
         self.proc = subprocess.Popen([sys.executable, "-m", "impls.sim", "--serve"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._log, start_new_session=True,
+                                     preexec_fn=preexec_die_with_parent(signal.SIGKILL),
                                      env={**os.environ, **(env or {})})
         self._buf = b""
 
@@ -555,7 +569,10 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
                                           "checkpoint_dir": str(batch[0]["dir"] / "checkpoint"),
                                           "calibration": str(calibration), "log": str(log_path)})
                 else:
+                    # its own session (killpg stops every rank), and SIGTERM to torchrun if
+                    # this process dies without killing it (kill -9: impls.procs)
                     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                            preexec_fn=preexec_die_with_parent(signal.SIGTERM),
                                             env={**os.environ, **(env or {})})
                 timed_out, ran_s = _watch(proc, batch, timeout_s)
                 code = proc.wait()

@@ -29,11 +29,11 @@ def _load(name, tmp_path=None):
     cfg = yaml.safe_load((ROOT / "config" / name).read_text())
     if tmp_path is not None:
         for wname, wl in cfg["workloads"].items():
-            ds = wl["dataset"]
-            if ds["name"] == "cifar10":  # 5 workers x 128, label shards of 2 classes >= 128 each
+            ds = wl.get("dataset", {})  # a translation workload names its data under task
+            if ds.get("name") == "cifar10":  # 5 workers x 128, label shards of 2 classes >= 128 each
                 ds.update(root=str(write_cifar10(tmp_path / wname, n_train=700, n_test=10, balanced=True)),
                           verify_md5=False)
-            elif ds["name"] == "imagefolder":
+            elif ds.get("name") == "imagefolder":
                 ds["root"] = str(write_imagefolder(tmp_path / wname, ["n01440764", "n01443537"], per_class=1))
     return cfg
 
@@ -45,10 +45,20 @@ def _build_algorithms(cfg):
         res.algorithm_cls(res.algorithm, Context(0, run.nodes, None, res.optim, run.seed))
 
 
-@pytest.mark.parametrize("name,experiments,paper", [
+#: every paper-scale config and what it must hold; config/full/adpsgd.yaml is validated in
+#: tests/test_adpsgd.py (test_full_config_validates)
+FULL_CONFIGS = [
     ("full/sgp.yaml", {"sgp"}, "SGP (Assran+ 2019)"),
     ("full/d2.yaml", {"d2_cifar10"}, "D2 (Tang+ ICML18)"),
-])
+    ("full/large_batch.yaml", {"goyal_imagenet", "goyal_batch_sweep", "lars_imagenet"}, "Hitchhiker (Chahal+ 2018)"),
+    ("full/signsgd.yaml", {"signum_mv_imagenet", "signum_mv_byzantine"}, "signSGD-MV (Bernstein+ ICLR19)"),
+    ("full/ef_blocksgdm.yaml", {"ef_blocksgdm_imagenet"}, "dist-EF-blockSGDM (Zheng+ NeurIPS19)"),
+    # the translation task only probes its dictionaries before fairseq-preprocess has run
+    ("full/translation.yaml", {"translation_wmt16"}, "SGP (Assran+ 2019)"),
+]
+
+
+@pytest.mark.parametrize("name,experiments,paper", FULL_CONFIGS)
 def test_full_configs_validate(tmp_path, name, experiments, paper):
     cfg = _load(name, tmp_path)
     runs = validate(cfg)
@@ -58,6 +68,18 @@ def test_full_configs_validate(tmp_path, name, experiments, paper):
     if "sgp" in name:
         assert sorted({r.nodes for r in runs}) == [4, 8, 16, 32]
         assert len(runs) == 5 * 4  # one experiment: the cluster's own network (none is emulated)
+    if "large_batch" in name:  # Goyal et al.: 0.1 per 256 images, 0.1 -> 3.2 over 5 epochs at 8k
+        res = resolve(run_config(cfg, next(r for r in runs if r.method == "allreduce_sgd" and r.nodes == 256)))
+        assert res.run.nodes * res.workload.batch_size == 8192
+        assert res.schedule.lr(res.optim.lr, 256, 0.0, 90) == pytest.approx(0.1)
+        assert res.schedule.lr(res.optim.lr, 256, 5.0, 90) == pytest.approx(3.2)
+        assert res.schedule.lr(res.optim.lr, 256, 85.0, 90) == pytest.approx(3.2e-3)
+
+
+def test_every_full_config_is_validated():
+    """A new config/full file must join FULL_CONFIGS (or have its own test, as adpsgd's)."""
+    shipped = {f"full/{p.name}" for p in (ROOT / "config" / "full").glob("*.yaml")}
+    assert shipped == {name for name, _, _ in FULL_CONFIGS} | {"full/adpsgd.yaml"}
 
 
 def test_full_config_without_the_dataset_is_refused():

@@ -106,9 +106,10 @@ def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
     return spec
 
 
-def config_files(spec: Mapping[str, Any]) -> list[str]:
-    """The config files the benchmark reads its workloads from (the rule's inputs)."""
-    return sorted({e["config"] for e in spec["workloads"].values() if e.get("config")})
+def config_files(spec: Mapping[str, Any], root: Path = REPO) -> list[str]:
+    """The config files the benchmark reads its workloads from (the rule's inputs): absolute,
+    a relative path being the repository's (whatever the working directory, ``-d``)."""
+    return sorted({str(root / e["config"]) for e in spec["workloads"].values() if e.get("config")})
 
 
 def resolve_workload(label: str, entry: Mapping[str, Any], root: Path = REPO) -> dict[str, Any]:

@@ -77,11 +77,12 @@ def _spec(**over):
 
 def test_benchmark_table(monkeypatch):
     monkeypatch.setattr(wlbench, "native_bf16", lambda: False)
-    t = wlbench.measure(_spec(emulated_bf16_max_fp32_ms=None), all_threads=2)
+    t = wlbench.measure(_spec(emulated_bf16_max_fp32_ms=None, gpu=False), all_threads=2)
     assert list(t.columns) == wlbench.COLUMNS and len(t) == 8  # 2 workloads x 2 thread counts x fp32, bf16
     assert sorted(set(zip(t.workload, t.threads, t.precision))) == sorted(
         (w, n, p) for w in ("tiny", "cifar_cnn") for n in (1, 2) for p in ("fp32", "bf16"))
     assert (t.status == "ok").all() and (t.throughput > 0).all() and (t.unit == "samples/s").all()
+    assert (t.device == "cpu").all() and (t.throughput_best >= t.throughput).all()
     assert (t[t.threads == 1].vs_1_thread == 1).all() and (t[t.precision == "fp32"].vs_fp32 == 1).all()
     two = t[(t.threads == 2) & (t.precision == "bf16")].set_index("workload")
     one = t[(t.threads == 1) & (t.precision == "bf16")].set_index("workload")
@@ -90,7 +91,7 @@ def test_benchmark_table(monkeypatch):
     for r in t.itertuples():
         assert json.loads(r.profile) == profile_entry({"step_ms": r.step_ms, "model_mb": r.model_mb})
     # without native bf16, a bf16 row is timed only under the cap on its fp32 step
-    t = wlbench.measure(_spec(emulated_bf16_max_fp32_ms=0, threads=[1]), all_threads=2)
+    t = wlbench.measure(_spec(emulated_bf16_max_fp32_ms=0, threads=[1], gpu=False), all_threads=2)
     skipped = t[t.precision == "bf16"]
     assert len(skipped) == 2 and skipped.status.str.startswith("skipped: bf16 is emulated").all()
     assert skipped.throughput.isna().all() and (t[t.precision == "fp32"].status == "ok").all()
@@ -103,6 +104,8 @@ def test_benchmark_spec_refuses_bad_keys():
         wlbench.bench_spec({"workloads": {"x": {"config": None, "batch": 4}}})
     with pytest.raises(ConfigError, match="allowed values: fp32, bf16, fp16"):
         wlbench.bench_spec({"precisions": ["fp8"]})
+    with pytest.raises(ConfigError, match=r"workload_throughput\.gpu: allowed values: auto, false"):
+        wlbench.bench_spec({"gpu": "yes"})
     with pytest.raises(ConfigError, match="no workload 'nope' in config/config.yaml"):
         wlbench.resolve_workload("nope", {"config": "config/config.yaml"})
     # the shipped entries name workloads their config files hold

@@ -61,14 +61,15 @@ def cpu_model() -> str:
     return _platform.processor() or _platform.machine()
 
 
-def machine(threads: int) -> dict[str, Any]:
-    """The columns that say where a timing was taken."""
+def machine(threads: int, device: torch.device = torch.device("cpu")) -> dict[str, Any]:
+    """The columns that say where a timing was taken (``device``: ``cpu`` or the GPU's name)."""
     try:
         load = round(os.getloadavg()[0], 2)
     except OSError:
         load = float("nan")
-    return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "threads": threads, "torch": torch.__version__,
-            "host": socket.gethostname(), "loadavg_1m": load}
+    dev = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    return {"device": dev, "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "threads": threads,
+            "torch": torch.__version__, "host": socket.gethostname(), "loadavg_1m": load}
 
 
 def synthetic_stand_in(workload: Mapping[str, Any], train: int | None = None) -> dict[str, Any]:
@@ -192,7 +193,7 @@ def time_steps(workload: Mapping[str, Any] | Any, threads: int = 1, precision: s
             "step_ms": step_s * 1e3, "step_ms_min": min(total) * 1e3, "fwd_bwd_ms": statistics.median(fb) * 1e3,
             "fwd_bwd_ms_min": min(fb) * 1e3, "optim_ms": statistics.median(t - f for t, f in zip(total, fb)) * 1e3,
             "samples_per_s": rows / step_s, "tokens_per_s": None if ntok is None else ntok / step_s,
-            **machine(threads)}
+            **machine(threads, device)}
 
 
 def profile_entry(row: Mapping[str, Any]) -> dict[str, Any]:

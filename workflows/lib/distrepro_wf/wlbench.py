@@ -22,13 +22,17 @@ configuration stops timing once its timed steps exceed this, after at least 3), 
 AMX, e.g. AVX2 machines) torch emulates bf16 matrix products and convolutions, 5-25x slower
 than fp32 (measured here: a ResNet-50 step at batch 4 takes a minute), so a bf16 row is timed
 only where the workload's fastest fp32 step at the same threads took at most this many ms;
-the others say ``skipped`` and why (``null``: time them all).
+the others say ``skipped`` and why (``null``: time them all).  ``gpu``: ``auto`` adds the
+same rows on the first CUDA device where torch sees one (``device`` column: its name;
+``threads``: the job's, for the host side), ``false`` never.
 
 Columns: ``workload, config, model, data, batch, unit, throughput`` (samples/s or
-tokens/s), ``vs_1_thread`` (this row's throughput / the same workload and precision at one
-thread), ``vs_fp32`` (/ the same workload and threads in fp32), the timings of
-:func:`~impls.runtime.throughput.time_steps`, ``profile`` (JSON, what ``profile:`` accepts)
-and the machine (``cpu_model, cpu_count, threads, torch, host, loadavg_1m``).
+tokens/s at the median step), ``vs_1_thread`` (this row's throughput / the same workload and
+precision at one CPU thread), ``vs_fp32`` (/ the same workload, device and threads in fp32),
+``throughput_best`` (at the fastest step: on a shared machine, the closer to the uncontended
+figure), the timings of :func:`~impls.runtime.throughput.time_steps`, ``profile`` (JSON, what
+``profile:`` accepts) and the machine (``device, cpu_model, cpu_count, threads, torch, host,
+loadavg_1m``).
 """
 
 from __future__ import annotations
@@ -75,11 +79,12 @@ DEFAULTS: dict[str, Any] = {
     "warmup": 2,
     "budget_s": 8.0,
     "emulated_bf16_max_fp32_ms": 250.0,
+    "gpu": "auto",
 }
 ENTRY_KEYS = {"config", "workload", "batch_size", "tokens", "steps", "warmup"}
 KEY = "benchmarks.workload_throughput"
-COLUMNS = ["workload", "config", "model", "data", "batch", "unit", "throughput", "threads", "precision",
-           "vs_1_thread", "vs_fp32", "status", "step_ms", "step_ms_min", "fwd_bwd_ms", "fwd_bwd_ms_min", "optim_ms",
+COLUMNS = ["workload", "config", "model", "data", "batch", "unit", "throughput", "device", "threads", "precision",
+           "vs_1_thread", "vs_fp32", "status", "throughput_best", "step_ms", "step_ms_min", "fwd_bwd_ms", "fwd_bwd_ms_min", "optim_ms",
            "samples_per_s", "tokens", "tokens_per_s", "rows", "params", "model_mb", "optimizer", "warmup", "steps",
            "profile", "cpu_model", "cpu_count", "torch", "host", "loadavg_1m"]
 
@@ -100,6 +105,8 @@ def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
     if bad:
         raise ConfigError(f"{KEY}.precisions", f"unknown {bad}; allowed values: fp32, bf16, fp16")
     cap = spec["emulated_bf16_max_fp32_ms"]
+    if spec["gpu"] not in ("auto", False):
+        raise ConfigError(f"{KEY}.gpu", f"allowed values: auto, false; got {spec['gpu']!r}")
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap < 0):
         raise ConfigError(f"{KEY}.emulated_bf16_max_fp32_ms", f"expected a number >= 0 or null, got {cap!r}")
     spec["precisions"] = sorted(spec["precisions"], key=lambda p: p != "fp32")  # fp32 first: the bf16 cap reads it
@@ -154,11 +161,16 @@ def _describe(wl: Mapping[str, Any], entry: Mapping[str, Any]) -> tuple[str, str
 
 def measure(given: Mapping[str, Any] | None, all_threads: int, root: Path = REPO) -> pd.DataFrame:
     """Every (workload, threads, precision) of the spec, one after the other in this process."""
+    import torch
+
     from impls.runtime.throughput import machine, profile_entry, time_steps
 
     spec = bench_spec(given)
     threads = sorted({all_threads if t == "all" else int(t) for t in spec["threads"]})
-    cap = None if native_bf16() else spec["emulated_bf16_max_fp32_ms"]
+    cpu_cap = None if native_bf16() else spec["emulated_bf16_max_fp32_ms"]
+    settings = [(torch.device("cpu"), t, cpu_cap) for t in threads]
+    if spec["gpu"] == "auto" and torch.cuda.is_available():
+        settings.append((torch.device("cuda", 0), all_threads, None))
     rows = []
     for label, entry in spec["workloads"].items():
         wl = resolve_workload(label, entry, root)
@@ -166,11 +178,11 @@ def measure(given: Mapping[str, Any] | None, all_threads: int, root: Path = REPO
         translation = (wl.get("task") or {}).get("name") == "translation"
         head = {"workload": label, "config": entry.get("config") or "inline", "model": model, "data": data,
                 "unit": "tokens/s" if translation else "samples/s"}
-        for t in threads:
+        for device, t, cap in settings:
             fp32_ms = None
             for prec in spec["precisions"]:
                 if prec != "fp32" and cap is not None and (fp32_ms is None or fp32_ms > cap):
-                    rows.append({**head, **machine(t), "precision": prec,
+                    rows.append({**head, **machine(t, device), "precision": prec,
                                  "status": f"skipped: {prec} is emulated on this CPU (no native bf16) and the fastest "
                                            f"fp32 step took {fp32_ms or float('nan'):.0f} ms > emulated_bf16_max_fp32_ms "
                                            f"{cap:g}"})
@@ -178,13 +190,15 @@ def measure(given: Mapping[str, Any] | None, all_threads: int, root: Path = REPO
                 t0 = time.perf_counter()
                 r = time_steps(wl, threads=t, precision=prec, steps=int(entry.get("steps", spec["steps"])),
                                warmup=int(entry.get("warmup", spec["warmup"])), tokens=entry.get("tokens"),
-                               budget_s=float(spec["budget_s"]))
-                log.info("%s threads=%d %s: %.1f ms/step (%.1f s)", label, t, prec, r["step_ms"],
+                               budget_s=float(spec["budget_s"]), device=device)
+                log.info("%s %s threads=%d %s: %.1f ms/step (%.1f s)", label, r["device"], t, prec, r["step_ms"],
                          time.perf_counter() - t0)
                 if prec == "fp32":
                     fp32_ms = r["step_ms_min"]  # the uncontended step: other load only ever adds
+                per_step = r["tokens"] if translation else r["rows"]
                 rows.append({**head, **r, "status": "ok", "batch": r["rows"],
-                             "throughput": r["tokens_per_s"] if translation else r["samples_per_s"],
+                             "throughput": per_step / (r["step_ms"] / 1e3),
+                             "throughput_best": per_step / (r["step_ms_min"] / 1e3),
                              "profile": json.dumps(profile_entry(r))})
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
     for c in ("batch", "tokens", "rows", "params", "warmup", "steps"):
@@ -193,13 +207,17 @@ def measure(given: Mapping[str, Any] | None, all_threads: int, root: Path = REPO
 
 
 def add_ratios(table: pd.DataFrame) -> pd.DataFrame:
-    """``vs_1_thread`` and ``vs_fp32``: each row's throughput over its one-thread / fp32 twin's."""
+    """``vs_1_thread`` and ``vs_fp32``: each row's throughput over its twin's at one CPU thread
+    (same workload and precision; a GPU row: its speed-up over one CPU thread) / in fp32 (same
+    workload, device and threads)."""
     t = table.copy()
     ok = t["status"] == "ok"
-    one = t[ok & (t["threads"] == 1)].set_index(["workload", "precision"])["throughput"]
-    fp32 = t[ok & (t["precision"] == "fp32")].set_index(["workload", "threads"])["throughput"]
-    t["vs_1_thread"] = [r.throughput / one.get((r.workload, r.precision), float("nan")) if ok_ else float("nan")
+    cpu = t["device"] == "cpu"
+    one = t[ok & cpu & (t["threads"] == 1)].set_index(["workload", "precision"])["throughput"]
+    fp32 = t[ok & (t["precision"] == "fp32")].set_index(["workload", "device", "threads"])["throughput"]
+    nan = float("nan")
+    t["vs_1_thread"] = [r.throughput / one.get((r.workload, r.precision), nan) if ok_ else nan
                         for r, ok_ in zip(t.itertuples(), ok)]
-    t["vs_fp32"] = [r.throughput / fp32.get((r.workload, r.threads), float("nan")) if ok_ else float("nan")
+    t["vs_fp32"] = [r.throughput / fp32.get((r.workload, r.device, r.threads), nan) if ok_ else nan
                     for r, ok_ in zip(t.itertuples(), ok)]
     return t

@@ -123,7 +123,7 @@ def test_calibrated_profile_is_valid_config_and_drives_a_simulated_run(tmp_path,
 
     main(["--workload", json.dumps(CIFAR_CNN), "--threads", "1", "--steps", "2", "--warmup", "1"])
     out = capsys.readouterr().out
-    assert out.startswith("# batch 4, 1 threads, fp32 on ")
+    assert out.startswith("# batch 4, 1 threads, fp32 on cpu, ")
     prof = yaml.safe_load(out.splitlines()[-1])["profile"]
     assert prof["name"] == "fixed" and prof["step_ms"] > 0 and prof["model_mb"] > 0
     assert profile_config(prof).step_ms == prof["step_ms"]

@@ -51,8 +51,10 @@ def load_workload(config: str, name: str) -> dict[str, Any]:
 
 def calibrate(workload: dict[str, Any], batch: int | None = None, threads: int = 1, precision: str | None = None,
               steps: int = 5, warmup: int = 2, tokens: dict[str, int] | None = None,
-              real_data: bool = False) -> dict[str, Any]:
+              real_data: bool = False, device: str = "cpu") -> dict[str, Any]:
     """The timing row of :func:`~impls.runtime.throughput.time_steps` plus its ``profile`` entry."""
+    import torch
+
     from ..runtime.throughput import profile_entry, synthetic_stand_in, time_steps
 
     wl = dict(workload)
@@ -64,7 +66,7 @@ def calibrate(workload: dict[str, Any], batch: int | None = None, threads: int =
         if translation and tokens is None:
             tokens = {"vocab": 32768, "sentences": 32, "length": 32}
     row = time_steps(wl, threads=threads, precision=precision, steps=steps, warmup=warmup,
-                     tokens=tokens if translation else None)
+                     tokens=tokens if translation else None, device=torch.device(device))
     return {**row, "profile": profile_entry(row)}
 
 
@@ -82,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     ap.add_argument("--tokens", default=None, help="translation: VOCAB,SENTENCES,LENGTH of the random batch")
     ap.add_argument("--real-data", action="store_true", help="the workload's own data (files must be here)")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (a GPU node)")
     ap.add_argument("--json", action="store_true", help="print the whole timing row as JSON")
     a = ap.parse_args(argv)
     tokens = None
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         tokens = {"vocab": v, "sentences": s, "length": n}
     try:
         row = calibrate(load_workload(a.config, a.workload), a.batch, a.threads, a.precision, a.steps, a.warmup,
-                        tokens, a.real_data)
+                        tokens, a.real_data, a.device)
     except ConfigError as e:
         raise SystemExit(f"invalid configuration: {e}") from None
     if a.json:
@@ -103,7 +106,8 @@ def main(argv: list[str] | None = None) -> None:
             else f"{row['samples_per_s']:.2f} samples/s")
     ntok = "" if row["tokens"] is None else f" ({row['tokens']} tokens)"
     print(f"# batch {row['rows']}{ntok}, "
-          f"{row['threads']} threads, {row['precision']} on {row['cpu_model']} (torch {row['torch']}, load "
+          f"{row['threads']} threads, {row['precision']} on {row['device']}, {row['cpu_model']} "
+          f"(torch {row['torch']}, load "
           f"{row['loadavg_1m']}): {row['step_ms']:.1f} ms/step (median of {row['steps']}; min "
           f"{row['step_ms_min']:.1f}), {rate}")
     p = row["profile"]

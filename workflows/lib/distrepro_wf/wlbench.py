@@ -61,7 +61,8 @@ DEFAULTS: dict[str, Any] = {
         "mnist_mlp_lb": {"config": "config/large_batch.yaml"},
         # the synthetic corpus: 128 symbols (fairseq pads the dictionary to a multiple of 8),
         # 32 sentences of 8 tokens = max_tokens 256 (sentences of 2-10 words + EOS)
-        "tiny_transformer": {"config": "config/translation.yaml", "tokens": {"vocab": 128, "sentences": 32, "length": 8}},
+        "tiny_transformer": {"config": "config/translation.yaml",
+                             "tokens": {"vocab": 128, "sentences": 32, "length": 8}},
         # CIFAR-shaped models on random 3x32x32 tensors, at batch 32
         "cifar10_resnet20": {"config": "config/full/adpsgd.yaml", "batch_size": 32},
         "cifar10_vgg16": {"config": None, "batch_size": 32, "warmup": 1,
@@ -84,9 +85,9 @@ DEFAULTS: dict[str, Any] = {
 ENTRY_KEYS = {"config", "workload", "batch_size", "tokens", "steps", "warmup"}
 KEY = "benchmarks.workload_throughput"
 COLUMNS = ["workload", "config", "model", "data", "batch", "unit", "throughput", "device", "threads", "precision",
-           "vs_1_thread", "vs_fp32", "status", "throughput_best", "step_ms", "step_ms_min", "fwd_bwd_ms", "fwd_bwd_ms_min", "optim_ms",
-           "samples_per_s", "tokens", "tokens_per_s", "rows", "params", "model_mb", "optimizer", "warmup", "steps",
-           "profile", "cpu_model", "cpu_count", "torch", "host", "loadavg_1m"]
+           "vs_1_thread", "vs_fp32", "status", "throughput_best", "step_ms", "step_ms_min", "fwd_bwd_ms",
+           "fwd_bwd_ms_min", "optim_ms", "samples_per_s", "tokens", "tokens_per_s", "rows", "params", "model_mb",
+           "optimizer", "warmup", "steps", "profile", "cpu_model", "cpu_count", "torch", "host", "loadavg_1m"]
 
 
 def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -182,10 +183,9 @@ def measure(given: Mapping[str, Any] | None, all_threads: int, root: Path = REPO
             fp32_ms = None
             for prec in spec["precisions"]:
                 if prec != "fp32" and cap is not None and (fp32_ms is None or fp32_ms > cap):
-                    rows.append({**head, **machine(t, device), "precision": prec,
-                                 "status": f"skipped: {prec} is emulated on this CPU (no native bf16) and the fastest "
-                                           f"fp32 step took {fp32_ms or float('nan'):.0f} ms > emulated_bf16_max_fp32_ms "
-                                           f"{cap:g}"})
+                    why = (f"skipped: {prec} is emulated on this CPU (no native bf16) and the fastest fp32 step "
+                           f"took {fp32_ms or float('nan'):.0f} ms > emulated_bf16_max_fp32_ms {cap:g}")
+                    rows.append({**head, **machine(t, device), "precision": prec, "status": why})
                     continue
                 t0 = time.perf_counter()
                 r = time_steps(wl, threads=t, precision=prec, steps=int(entry.get("steps", spec["steps"])),

@@ -6,7 +6,8 @@ what that math *costs* (``profile: {name: ...}``):
 
 * ``measured`` - this machine: the stand-in's uncontended single-rank forward/backward
   time per sample (one thread, fastest of 20 steps after 3 warm-up steps: other load on
-  the machine only ever adds time; :func:`impls.runtime.throughput.time_steps`), calibrated
+  the machine only ever adds time; under the workload's ``precision``;
+  :func:`impls.runtime.throughput.time_steps`), calibrated
   once per workload and machine and cached (``--calibration`` file), so every run of a
   pipeline charges the same number; it is recorded in each run's provenance.  A step
   costs ``sample_us x batch rows``; messages weigh their real bytes.

@@ -54,8 +54,10 @@ def test_lint_has_only_the_deployment_lint():
 
 
 def test_dry_run_of_the_default_config(tmp_path):
-    proc = smk(tmp_path, "-n")
+    proc = smk(tmp_path, "-n", "all", "bench")
     assert proc.returncode == 0, proc.stderr
+    # the benchmarks too (rule bench: BENCH_TABLES)
+    assert any(line.split() == ["bench_workload_throughput", "1"] for line in proc.stdout.splitlines()), proc.stdout
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     groups = {(e, n) for e, x in cfg["experiments"].items() for m, mm in x["methods"].items()
               for n in (mm or {}).get("nodes", x["nodes"])}

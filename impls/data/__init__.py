@@ -11,6 +11,8 @@ number of classes, input shape).  Datasets are registered by name:
   holds the standard python-pickle batches (``download`` is never used).
 * ``imagefolder`` - ImageNet layout: ``root/train/<wnid>/*.JPEG`` and
   ``root/val/<wnid>/*.JPEG`` through torchvision's ``ImageFolder``.
+* ``synthetic`` - random tensors of a given shape and number of classes: a real dataset's
+  shape where its files are not here, for timing (:mod:`impls.data.synthetic`).
 
 Training augmentation (CIFAR's random crop + flip) is seeded per (run seed, epoch,
 sample): :mod:`impls.data.augment`.
@@ -42,7 +44,7 @@ class DataBundle:
 def build_dataset(spec: dict[str, Any], probe: bool = False) -> DataBundle:
     """The dataset of ``workload.dataset``; ``probe``: only what validation needs, cheaply
     (a large on-disk dataset checks its layout and may return ``train=None``)."""
-    from . import digits, mnist, vision  # noqa: F401  (register)
+    from . import digits, mnist, synthetic, vision  # noqa: F401  (register)
 
     spec = dict(spec)
     spec.pop("partition", None)  # how the data is split across ranks: see sampler.build_sampler

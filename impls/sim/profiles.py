@@ -6,12 +6,16 @@ what that math *costs* (``profile: {name: ...}``):
 
 * ``measured`` - this machine: the stand-in's uncontended single-rank forward/backward
   time per sample (one thread, fastest of 20 steps after 3 warm-up steps: other load on
-  the machine only ever adds time), calibrated
+  the machine only ever adds time; under the workload's ``precision``;
+  :func:`impls.runtime.throughput.time_steps`), calibrated
   once per workload and machine and cached (``--calibration`` file), so every run of a
   pipeline charges the same number; it is recorded in each run's provenance.  A step
   costs ``sample_us x batch rows``; messages weigh their real bytes.
 * ``fixed`` - a given compute time per step (``step_ms``) and, optionally, a model size
-  (``model_mb``) the messages are scaled to.  For what-if studies and tests.
+  (``model_mb``) the messages are scaled to.  For what-if studies and tests, and for your
+  own hardware: ``python -m impls.sim.calibrate`` times a real model's step here and prints
+  the entry (:mod:`impls.sim.calibrate`; every row of ``results/bench/
+  workload_throughput.csv`` carries it too).
 * ``resnet50_v100x8`` - ResNet-50 on one 8-V100 node (the SGP / SlowMo clusters, 256
   images per node and step).  Model: 25,557,032 fp32 parameters (torchvision's
   model card) = 102.228 MB.  Compute: **from one published row only**, SlowMo
@@ -144,34 +148,15 @@ class Profile:
 
 
 def measure_sample_s(raw: Mapping[str, Any], steps: int = 20, warmup: int = 3) -> float:
-    """The stand-in's forward/backward time per sample on this machine, one thread."""
+    """The stand-in's forward/backward time per sample on this machine, one thread: the
+    fastest of ``steps`` timed steps of :func:`impls.runtime.throughput.time_steps` (the
+    code of the ``workload_throughput`` benchmark), without the optimizer's update, under the
+    workload's precision."""
     from ..runconfig import resolve
-    from ..tasks import build_task
+    from ..runtime.throughput import time_steps
 
-    res = resolve(raw)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        task = build_task(res.workload, torch.device("cpu"))
-        torch.manual_seed(0)
-        task.build_data()
-        model = task.build_model()
-        from ..data.sampler import build_sampler
-        from ..runtime.loop import batches
-
-        sampler = build_sampler(res.workload.dataset.get("partition"), task.train, res.workload.batch_size, 0, 1, 0)
-        sampler.set_epoch(0)
-        batch = next(batches(task.train, sampler, 0, torch.device("cpu")))
-        times = []
-        for i in range(warmup + steps):
-            model.zero_grad()
-            t0 = time.perf_counter()
-            task.loss(model, batch).backward()
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-        return min(times) / _rows(batch)  # the uncontended time: other load only ever adds
-    finally:
-        torch.set_num_threads(threads)
+    row = time_steps(resolve(raw).workload, threads=1, steps=steps, warmup=warmup, optimizer=False)
+    return row["fwd_bwd_ms_min"] / 1e3 / row["rows"]  # the uncontended time: other load only ever adds
 
 
 def build_profile(cfg: ProfileConfig, raw: Mapping[str, Any], calibration: str | os.PathLike | None) -> Profile:

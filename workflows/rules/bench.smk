@@ -17,6 +17,9 @@
 #   simulated time to the target vs workers, as ratios per seed (distrepro_wf/kxbench.py).
 # compression_throughput.csv: sign / blockwise-sign compress + pack of 25.6M fp32 (ResNet-50) as a
 #   ratio of memcpy bandwidth measured in the same run, 1 thread and all (distrepro_wf/compbench.py).
+# workload_throughput.csv: each shipped workload's training-step samples/s (tokens/s for translation),
+#   1 thread and all, fp32 and bf16, and the `profile:` entry a simulated node of that batch would
+#   charge here (distrepro_wf/wlbench.py; the same code as the measured profile's calibration).
 
 
 rule bench:
@@ -122,6 +125,25 @@ rule bench_compression:
     threads: 64  # "all threads" is what Snakemake scales this down to (--cores)
     script:
         "../scripts/bench_compression.py"
+
+
+from distrepro_wf import wlbench
+
+WLBENCH_SPEC = wlbench.bench_spec(config.get("benchmarks", {}).get("workload_throughput"))  # refused before any job
+
+
+rule bench_workload_throughput:
+    input:
+        wlbench.config_files(WLBENCH_SPEC),  # the workloads are read from these
+    output:
+        "results/bench/workload_throughput.csv",
+    log:
+        "results/logs/bench/workload_throughput.log",
+    params:
+        spec=config.get("benchmarks", {}).get("workload_throughput", {}),
+    threads: 64  # "all threads" is what Snakemake scales this down to (--cores)
+    script:
+        "../scripts/bench_workload_throughput.py"
 
 
 rule bench_ps:

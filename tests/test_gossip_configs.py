@@ -55,6 +55,8 @@ FULL_CONFIGS = [
     ("full/ef_blocksgdm.yaml", {"ef_blocksgdm_imagenet"}, "dist-EF-blockSGDM (Zheng+ NeurIPS19)"),
     # the translation task only probes its dictionaries before fairseq-preprocess has run
     ("full/translation.yaml", {"translation_wmt16"}, "SGP (Assran+ 2019)"),
+    ("full/ps.yaml", {"ps_modes_imagenet"}, "Dynamic delay cyclic (Hu+ PRCV18)"),
+    ("full/compression_survey.yaml", {"compression_survey_imagenet"}, "Hitchhiker (Chahal+ 2018)"),
 ]
 
 

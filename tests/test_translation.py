@@ -286,3 +286,27 @@ def test_allreduce_sends_the_gradient_not_constant_buffers(simulated):
     recs = [json.loads(x) for x in (run / "out" / "metrics" / "rank0.jsonl").read_text().splitlines()]
     sent = [r["comm/bytes_sent"] for r in recs if r["kind"] == "step"]
     assert sent and all(grad_bytes <= b <= grad_bytes + 64 for b in sent), (grad_bytes, sent)
+
+
+def test_translation_benchmark_rows(data_bin):
+    """``translation.csv``'s helper on a short budget: tokens/s from the shared timing function
+    at 1 thread and at 2 (with their ratio), and BLEU of the untrained model, the copy baseline
+    and the model after the CPU budget, all from real decodes (scored 0-100)."""
+    from distrepro_wf.mtbench import measure
+
+    spec = {"workload": "t", "warmup": 1, "steps": 2, "budget_cpu_s": 1.0, "warmup_steps": 5, "eval_sentences": 8}
+    threads = torch.get_num_threads()
+    df = measure(spec, {"t": WORKLOAD}, str(data_bin), all_threads=2).set_index("metric")
+    assert list(df.index) == ["train_tokens_per_s", "train_tokens_per_s", "train_tokens_per_s_ratio_all_vs_1_thread",
+                              "bleu_untrained", "bleu_copy_baseline", "bleu_trained", "bleu_trained_minus_copy",
+                              "train_tokens_per_s_budget"]
+    tps = df.loc["train_tokens_per_s"]
+    assert list(tps["threads"]) == [1, 2] and (tps["value"] > 0).all() and (tps["steps"] == 2).all()
+    assert df.loc["train_tokens_per_s_ratio_all_vs_1_thread", "value"] == pytest.approx(
+        tps["value"].iloc[1] / tps["value"].iloc[0])
+    for m in ("bleu_untrained", "bleu_copy_baseline", "bleu_trained"):
+        assert 0.0 <= df.loc[m, "value"] <= 100.0, m
+    assert df.loc["bleu_trained", "steps"] >= 1 and df.loc["bleu_trained", "cpu_seconds"] >= 1.0
+    assert df.loc["bleu_trained_minus_copy", "value"] == pytest.approx(
+        df.loc["bleu_trained", "value"] - df.loc["bleu_copy_baseline", "value"])
+    assert torch.get_num_threads() == threads  # the process's threads are restored

@@ -3,9 +3,11 @@
 Two measurements in one process, one after the other:
 
 1. **Training-step throughput**: target tokens per second of the tiny model's training
-   step (forward, label-smoothed loss, backward, Adam step) on ``steps`` token batches
-   after ``warmup`` ones, at 1 thread and at all the job's threads (the ratio of the two
-   is the figure to compare across machines; absolute numbers depend on the load).
+   step (forward, label-smoothed loss, backward, the workload's optimizer) at the median of
+   ``steps`` timed steps on the corpus's first batch after ``warmup`` ones
+   (:func:`impls.runtime.throughput.time_steps`, the timing of ``workload_throughput.csv``),
+   at 1 thread and at all the job's threads (the ratio of the two is the figure to compare
+   across machines; absolute numbers depend on the load).
 2. **BLEU after a short CPU budget**: the model trained serially, one thread, for
    ``budget_cpu_s`` seconds of this process's CPU time (so other load on the machine does not
    shorten it; Adam, fairseq's inverse-square-root schedule over ``warmup_steps``), then greedy
@@ -33,24 +35,30 @@ TINY = {"task": {"name": "translation", "arch": "transformer_tiny", "max_tokens"
         "batch_size": 256, "optimizer": {"name": "adam", "lr": 0.005, "betas": [0.9, 0.98]}}
 
 
+def _workload(wl_spec: dict[str, Any], data: str) -> dict[str, Any]:
+    spec = copy.deepcopy(wl_spec)
+    spec["task"] = {**spec.get("task", {}), "data": data}
+    return spec
+
+
 def _setup(wl_spec: dict[str, Any], data: str, seed: int, threads: int):
+    """The task on the data-bin, its model and the workload's own optimizer (the registry's
+    Adam: the same update the distributed runs take)."""
     import torch
 
-    from impls.runconfig import WorkloadConfig
     from impls.dataclass_config import from_dict
+    from impls.optim import build_optimizer, optimizer_config
+    from impls.runconfig import WorkloadConfig
     from impls.tasks import build_task
 
     torch.set_num_threads(threads)
-    spec = copy.deepcopy(wl_spec)
-    spec["task"] = {**spec.get("task", {}), "data": data}
-    wl = from_dict(WorkloadConfig, spec, "workload")
+    wl = from_dict(WorkloadConfig, _workload(wl_spec, data), "workload")
     task = build_task(wl)
     torch.manual_seed(seed)
     task.build_data()
     torch.manual_seed(seed)
     model = task.build_model()
-    opt = torch.optim.Adam(model.parameters(), lr=float(wl.optimizer.get("lr", 1e-3)),
-                           betas=tuple(wl.optimizer.get("betas", (0.9, 0.98))))
+    opt = build_optimizer(optimizer_config(wl.optimizer), list(model.parameters()))[0]
     return wl, task, model, opt
 
 
@@ -69,23 +77,21 @@ def _batches(task, wl, seed: int):
 
 
 def _step(task, model, opt, batch) -> int:
-    opt.zero_grad()
+    for p in model.parameters():
+        p.grad = None
     task.loss(model, batch).backward()
     opt.step()
     return int(batch[3].ne(task.tgt_dict.pad()).sum())
 
 
 def throughput(wl_spec: dict[str, Any], data: str, threads: int, warmup: int, steps: int, seed: int) -> dict:
-    wl, task, model, opt = _setup(wl_spec, data, seed, threads)
-    it = _batches(task, wl, seed)
-    for _ in range(warmup):
-        _step(task, model, opt, next(it))
-    tokens, t0 = 0, time.perf_counter()
-    for _ in range(steps):
-        tokens += _step(task, model, opt, next(it))
-    dt = time.perf_counter() - t0
-    return {"metric": "train_tokens_per_s", "threads": threads, "value": tokens / dt, "steps": steps,
-            "seconds": dt, "params": sum(p.numel() for p in model.parameters())}
+    """Target tokens/s of the training step on the corpus's first batch: the timing function
+    of ``workload_throughput.csv`` and of the ``measured`` profile (one code path)."""
+    from impls.runtime.throughput import time_steps
+
+    row = time_steps(_workload(wl_spec, data), threads=threads, steps=steps, warmup=warmup, seed=seed)
+    return {"metric": "train_tokens_per_s", "threads": threads, "value": row["tokens_per_s"], "steps": row["steps"],
+            "seconds": row["step_ms"] * row["steps"] / 1e3, "params": row["params"]}
 
 
 def bleu_after_budget(wl_spec: dict[str, Any], data: str, budget_cpu_s: float, warm: int, seed: int,
@@ -102,14 +108,13 @@ def bleu_after_budget(wl_spec: dict[str, Any], data: str, budget_cpu_s: float, w
     sources = [task.src_dict.string(pairs.src[i], task.cfg.bpe) for i in range(n)]
     copy_bleu = task.bleu(sources, refs)
     # Adam with fairseq's inverse_sqrt: linear warmup over `warmup` steps, then lr * sqrt(warmup / step)
-    lr = opt.param_groups[0]["lr"]
+    lr = opt.lr
     model.train()
     it = _batches(task, wl, seed)
     steps, tokens, t0, c0 = 0, 0, time.perf_counter(), time.process_time()
     while time.process_time() - c0 < budget_cpu_s:
         steps += 1
-        for g in opt.param_groups:
-            g["lr"] = lr * min(steps / warm, (warm / steps) ** 0.5)
+        opt.lr = lr * min(steps / warm, (warm / steps) ** 0.5)
         tokens += _step(task, model, opt, next(it))
     train_s, train_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     with torch.no_grad():
@@ -124,13 +129,19 @@ def bleu_after_budget(wl_spec: dict[str, Any], data: str, budget_cpu_s: float, w
 
 
 def measure(spec: dict[str, Any], workloads: dict[str, Any], data: str, all_threads: int) -> pd.DataFrame:
+    import torch
+
     s = {**DEFAULTS, **(spec or {})}
     wl_spec = workloads.get(s["workload"], TINY)
-    rows = [throughput(wl_spec, data, 1, s["warmup"], s["steps"], s["seed"])]
-    if all_threads > 1:
-        rows.append(throughput(wl_spec, data, all_threads, s["warmup"], s["steps"], s["seed"]))
-        rows.append({"metric": "train_tokens_per_s_ratio_all_vs_1_thread", "threads": all_threads,
-                     "value": rows[1]["value"] / rows[0]["value"]})
-    rows += bleu_after_budget(wl_spec, data, float(s["budget_cpu_s"]), int(s["warmup_steps"]), s["seed"],
-                              s["eval_sentences"])
+    before = torch.get_num_threads()
+    try:
+        rows = [throughput(wl_spec, data, 1, s["warmup"], s["steps"], s["seed"])]
+        if all_threads > 1:
+            rows.append(throughput(wl_spec, data, all_threads, s["warmup"], s["steps"], s["seed"]))
+            rows.append({"metric": "train_tokens_per_s_ratio_all_vs_1_thread", "threads": all_threads,
+                         "value": rows[1]["value"] / rows[0]["value"]})
+        rows += bleu_after_budget(wl_spec, data, float(s["budget_cpu_s"]), int(s["warmup_steps"]), s["seed"],
+                                  s["eval_sentences"])
+    finally:
+        torch.set_num_threads(before)
     return pd.DataFrame(rows)

@@ -31,11 +31,16 @@ within a byte (element ``i`` is bit ``i % 8`` of byte ``i // 8``), the last byte
 ``ceil(n / 8)`` bytes for ``n`` elements.  Codes of ``b`` bits (QSGD's levels, TernGrad's
 ternary digits) go as ``b`` such bit planes (:func:`pack_codes`): ``b * ceil(n / 8)`` bytes.
 ``workflows/scripts/bench_compression.py`` measures pack_bits against memcpy.
+
+Sparsifiers (top-k, random-k, DGC) keep ``k = ceil(ratio * d)`` of ``d`` entries, computed
+exactly by :func:`keep_count` from the ratio as written in the config (``0.07 * 100`` is
+``7.000000000000001`` in floating point, whose ``ceil`` would overshoot to 8).
 """
 
 from __future__ import annotations
 
 import sys
+from fractions import Fraction
 from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
@@ -118,6 +123,19 @@ def unpack_codes(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
 def code_bits(levels: int) -> int:
     """The fewest bits that hold the codes ``0 .. levels``."""
     return max(1, int(levels).bit_length())
+
+
+def keep_count(ratio: float, numel: int) -> int:
+    """``min(numel, ceil(ratio * numel))`` in exact arithmetic: how many of ``numel`` entries a
+    sparsifier keeps at ``ratio``.
+
+    The ratio is taken as the decimal the config wrote (``repr`` of the float, the shortest
+    decimal that reads back as it: ``0.07`` is 7/100, not the binary double just above
+    it), so ``k`` is the documented ``ceil(ratio * d)`` for every size; the floating-point
+    product overshoots by one where ``ratio * d`` is a whole number it rounds up past
+    (0.07 x 100 gives 8)."""
+    r = Fraction(repr(float(ratio)))
+    return min(numel, -(-r.numerator * numel // r.denominator))
 
 
 def block_sizes(numel: int, block: str, block_size: int = 0, layout: Sequence[int] | None = None) -> list[int]:

@@ -15,7 +15,8 @@ set ``warmup_steps`` to 4 epochs of steps), never below ``ratio``; then ``ratio`
 Not done: the paper's local gradient clipping and its sampled threshold estimate (exact
 top-k here).  Do not add ``error_feedback: true``: the accumulation already is one.
 
-On the wire, per message of ``d`` elements at density ``r`` (``k = ceil(r d)``): values
+On the wire, per message of ``d`` elements at density ``r`` (``k = ceil(r d)``, exact:
+:func:`~impls.compression.keep_count`): values
 (``k`` fp32) and indices (``k`` int32), ``8 k`` bytes.  ``k`` depends on the call count during
 warm-up, which every worker of a synchronous method shares: :meth:`wire` gives the next call's
 shapes.
@@ -29,13 +30,12 @@ Hyperparameters:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from . import Compressor, register
+from . import Compressor, keep_count, register
 from .topk import scatter, top_k
 
 
@@ -65,7 +65,7 @@ class DGC(Compressor):
         return c.ratio
 
     def k(self, numel: int) -> int:
-        return min(numel, math.ceil(self.density(self.steps) * numel))
+        return keep_count(self.density(self.steps), numel)
 
     def wire(self, numel: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
         k = self.k(numel)

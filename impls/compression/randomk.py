@@ -11,7 +11,8 @@ GRACE's and PowerSGD's reference rand-k).  The round is this instance's count of
 ``compress`` calls; ``decompress`` uses the indices of the latest round (a synchronous method
 compresses once per step, then decompresses that step's messages), or round 0 before any.
 
-On the wire, per message of ``d`` elements, ``k = ceil(ratio * d)``: the values only,
+On the wire, per message of ``d`` elements, ``k = ceil(ratio * d)`` (exact:
+:func:`~impls.compression.keep_count`): the values only,
 ``4 k`` bytes (top-k pays ``8 k``: its indices depend on the data).
 
 Hyperparameters:
@@ -24,13 +25,12 @@ Hyperparameters:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from . import Compressor, generator, register
+from . import Compressor, generator, keep_count, register
 
 
 @dataclass
@@ -50,7 +50,7 @@ class RandomK(Compressor):
         self._cache: tuple[int, int, torch.Tensor] | None = None  # (round, numel, indices)
 
     def k(self, numel: int) -> int:
-        return min(numel, math.ceil(self.cfg.ratio * numel))
+        return keep_count(self.cfg.ratio, numel)
 
     def indices(self, round_: int, numel: int, device: torch.device | str = "cpu") -> torch.Tensor:
         if self._cache is None or self._cache[:2] != (round_, numel):

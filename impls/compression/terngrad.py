@@ -20,6 +20,22 @@ Hyperparameters:
   of ``block_size``): smaller blocks, tighter scales, less variance, 4 B each.
 * ``clip`` (0 = off): clip each entry to ``clip`` standard deviations of the vector before
   scaling (the paper uses 2.5); it shrinks ``s`` and the variance, at a small bias.
+
+Clipping (the paper's Sec. 3.3, "gradient clipping"): ``x_i <- clamp(x_i, -c sigma, c sigma)``
+with ``sigma`` the standard deviation of the gradient vector, its population value
+``sqrt(mean((x - mean(x))**2))`` (divided by ``d``, not ``d - 1``).  The paper does not name
+the estimator; its authors' code (github.com/wenwei202/terngrad, ``clip_gradients_by_stddev``
+in ``bingrad_common.py``: ``tf.sqrt(tf.reduce_mean(tf.square(g - mean)))``) and GRACE's
+``grace_dl/torch/compressor/terngrad.py`` (the same formula) both divide by ``d``, and so does
+this file (``torch.std``'s default would divide by ``d - 1``: a threshold ``sqrt(d / (d - 1))``
+times higher, tested).
+
+Where this differs from the reference code: both references clip each layer's tensor with
+that tensor's own ``sigma`` (they compress per tensor); here ``sigma`` is that of the whole
+vector compressed (an algorithm's flat gradient), whatever ``block`` says, so with several
+layers the threshold is one for the model, not one per layer.  GRACE always clips (2.5) and
+draws its uniforms from torch's global generator; here ``clip`` is a hyperparameter (off by
+default) and the draws are seeded per call (above).
 """
 
 from __future__ import annotations
@@ -60,7 +76,7 @@ class TernGrad(Compressor):
     def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = x.reshape(-1).float()
         if self.cfg.clip > 0 and x.numel() > 1:
-            c = self.cfg.clip * x.std().item()
+            c = self.cfg.clip * x.std(correction=0).item()  # population sigma (docstring)
             x = x.clamp(-c, c)
         sizes = self.blocks(x.numel())
         scales = torch.stack([b.abs().amax() if b.numel() else b.new_zeros(()) for b in x.split(sizes)])

@@ -4,9 +4,9 @@ Papers: Aji & Heafield, "Sparse Communication for Distributed Gradient Descent" 
 Stich et al., "Sparsified SGD with Memory" (NeurIPS 2018) for the analysis with error
 feedback (``error_feedback: true``), without which the dropped entries are lost for good.
 
-On the wire, per message of ``d`` elements, ``k = ceil(ratio * d)``: the values (``k`` fp32)
-and their indices (``k`` int32): ``8 k`` bytes against ``4 d``, so it only pays below
-``ratio = 0.5``.  Decompressing scatters the values into zeros.
+On the wire, per message of ``d`` elements, ``k = ceil(ratio * d)`` (exact:
+:func:`~impls.compression.keep_count`): the values (``k`` fp32) and their indices (``k``
+int32): ``8 k`` bytes against ``4 d``, so it only pays below ``ratio = 0.5``.  Decompressing scatters the values into zeros.
 
 Hyperparameters:
 
@@ -16,13 +16,12 @@ Hyperparameters:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 
-from . import Compressor, register
+from . import Compressor, keep_count, register
 
 
 @dataclass
@@ -47,7 +46,7 @@ class TopK(Compressor):
     Config = TopKConfig
 
     def k(self, numel: int) -> int:
-        return min(numel, math.ceil(self.cfg.ratio * numel))
+        return keep_count(self.cfg.ratio, numel)
 
     def wire(self, numel: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
         k = self.k(numel)

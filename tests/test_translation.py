@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
+# fairseq is a required dependency (scripts/setup.sh installs fairseq-fixed): where it is
+# missing these tests fail at collection, never skip (tests/test_faults_numerics.py)
+import fairseq  # noqa: F401
 from conftest import make_config
 from impls.data.synth_parallel import SyntheticLanguagePair, generate
-
-pytest.importorskip("fairseq", reason="scripts/setup.sh installs fairseq-fixed")
 
 SPLITS = {"train": 400, "valid": 40, "test": 20}
 WORKLOAD = {"task": {"name": "translation", "arch": "transformer_tiny", "max_tokens": 256, "eval_sentences": 20},

@@ -14,10 +14,11 @@ class ConfigError(ValueError):
 
 
 class DivergedError(RuntimeError):
-    """Training produced a non-finite loss or parameter.
+    """Training produced a non-finite loss, gradient or parameter.
 
     Raised identically on every rank (the ranks agree on the first bad value before
     raising), so a launch skips that run together and the rest of its plan still runs.
     The message names the rank, the step and the value, e.g.
-    ``diverged: rank 2, step 13 (epoch 1): loss/train = nan``.
+    ``diverged: rank 2, step 13 (epoch 1): loss/train = nan`` or ``diverged: rank 1:
+    step 3 (epoch 0): non-finite gradient of fc.weight (nan)``.
     """

@@ -57,14 +57,15 @@ def _answer(server: subprocess.Popen, deadline: float) -> dict:
 
 
 def run(config: Path, out: Path, checkpoint_dir: Path | None, calibration: Path | None, log: Path,
-        timeout: float = 300) -> int:
+        timeout: float = 300, env: dict[str, str] | None = None) -> int:
     """Run one simulation (what ``python -m impls.sim --config ...`` runs) in a child forked by the
-    session's server; its output goes to ``log``.  Returns its exit status (killed after ``timeout``)."""
+    session's server; its output goes to ``log``, ``env`` is set in the child (a fault to inject).
+    Returns its exit status (killed after ``timeout``)."""
     with _lock:
         server = _start()
         req = {"config": str(config), "out": str(out), "log": str(log),
                "checkpoint_dir": None if checkpoint_dir is None else str(checkpoint_dir),
-               "calibration": None if calibration is None else str(calibration)}
+               "calibration": None if calibration is None else str(calibration), "env": env or {}}
         server.stdin.write((json.dumps(req) + "\n").encode())
         server.stdin.flush()
         deadline = time.time() + timeout

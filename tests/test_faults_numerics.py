@@ -12,10 +12,8 @@ public reference code and a probe with hostile values found in the compressors a
 
 from __future__ import annotations
 
+import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -83,6 +81,46 @@ def test_terngrad_clips_at_c_times_the_population_standard_deviation():
     # no clipping: the scale is max |x|
     parts = build({"name": "terngrad", "block": "tensor"}).compress(x)
     assert parts[0].tolist() == [16.0]
+
+
+# -- 16 ---------------------------------------------------------------------------------------
+
+SIGNUM_OPT = {"lr": 0.01, "momentum": 0.0, "nesterov": False, "weight_decay": 1e-4}  # its beta is the momentum
+GRADIENT_FAULTS = {  # method: (algorithm, workload, the injected value)
+    "signum_mv": ({"name": "signum_mv"}, {"optimizer": SIGNUM_OPT}, "nan"),  # majority vote of signs
+    "compressed_sgd": ({"name": "compressed_sgd", "compressor": {"name": "onebit"}}, {}, "nan"),
+    "allreduce_sgd": ({"name": "allreduce_sgd"}, {}, "inf"),  # uncompressed
+}
+
+
+def test_a_non_finite_gradient_fails_the_run_naming_rank_and_step(tmp_path):
+    """Rank 1's gradient gets a NaN (an infinity) after step 3's backward pass, its loss stays
+    finite (``DISTREPRO_FAULT=1:3:nan``).  A sign or one-bit compressor would send it as -1
+    and train on ("ok" before the fix); the all-reduce would spread it into every rank's
+    parameters and the failure would name rank 0's loss a step later.  Now each run fails
+    as diverged at step 3, naming rank 1 and the gradient, on the simulated backend (forked
+    by the session's simulation server, ``tests/sim_server.py``)."""
+    import sim_server
+    from conftest import make_config
+
+    for name, (algo, wl, value) in GRADIENT_FAULTS.items():
+        run = tmp_path / name
+        run.mkdir()
+        cfg = make_config(algo, 3, workload=wl, backend="simgrid", platform="ethernet_10g",
+                          profile={"name": "fixed", "step_ms": 10})
+        (run / "cfg.json").write_text(json.dumps(cfg))
+        rc = sim_server.run(run / "cfg.json", run / "out", run / "ckpt", None, run / "sim.log",
+                            env={"DISTREPRO_FAULT": f"1:3:{value}"})
+        assert rc == 0, (run / "sim.log").read_text()[-3000:]
+        out = run / "out"
+        assert (out / "error.json").exists(), name  # before the fix: signum_mv and onebit ran "ok"
+        err = json.loads((out / "error.json").read_text())
+        assert err["kind"] == "diverged", name
+        assert err["message"].startswith("diverged: rank 1: step 3 (epoch 0): non-finite gradient of "), err
+        assert err["message"].split(" (and ")[0].endswith(f"({value})"), err
+        steps = [json.loads(x) for x in (out / "metrics" / "rank1.jsonl").read_text().splitlines()]
+        assert [s["loss/train"] is not None for s in steps if s["kind"] == "step" and s["step"] <= 3] == [True] * 4
+        assert not list((run / "ckpt").glob("rank*.pt"))  # failed in epoch 0: nothing kept
 
 
 # -- 17 ---------------------------------------------------------------------------------------

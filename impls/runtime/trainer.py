@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -40,7 +41,9 @@ from .precision import LossScaleConfig, MixedPrecision
 from .steps import STEP_SCHEDULES
 
 STARTED = "STARTED"  # marker rank 0 writes into a run's output directory when the launch reaches it
-FAULT_ENV = "DISTREPRO_FAULT"  # "rank:step": that rank dies with exit code 17 at that step (tests)
+# tests: "rank:step": that rank dies with exit code 17 at that step; "rank:step:nan" ("...:inf"):
+# that rank's gradient holds a NaN (an infinity) after that step's backward pass, its loss finite
+FAULT_ENV = "DISTREPRO_FAULT"
 
 
 def _device(kind: str) -> torch.device:
@@ -130,15 +133,44 @@ def _finite_params(model: torch.nn.Module) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
+@torch.no_grad()
+def _nonfinite_grad(model: torch.nn.Module) -> str | None:
+    """The first parameter whose gradient holds a NaN or an infinity, as ``"name (nan)"``;
+    None when every gradient is finite.
+
+    One pass over the gradients and one host sync: a NaN or an infinity makes a sum
+    non-finite, so finite sums prove every entry finite (a sum can also overflow, rarely:
+    then the entries themselves are checked)."""
+    named = [(n, p.grad) for n, p in model.named_parameters() if p.grad is not None]
+    if not named or bool(torch.stack([g.sum().float() for _, g in named]).isfinite().all()):
+        return None
+    for n, g in named:
+        if not bool(g.isfinite().all()):
+            return f"{n} ({'nan' if bool(g.isnan().any()) else 'inf'})"
+    return None
+
+
+@torch.no_grad()
+def _poison_grad(model: torch.nn.Module, value: float) -> None:
+    """The gradient fault of :data:`FAULT_ENV` (tests): the first gradient's first entry."""
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad.view(-1)[0] = value
+            return
+
+
 def _check_divergence(first_bad: str | None, backend: Backend) -> None:
     """Raise :class:`DivergedError` on every rank if any rank saw a non-finite value.
 
     ``first_bad``: this rank's first such event ("step 13 (epoch 1): loss/train = nan").
     Called where every rank calls it (an epoch's end), so the ranks agree and leave the
-    run together; the earliest report of the lowest rank names the run's failure.
+    run together; the earliest report (the lowest step, then the lowest rank) names the
+    run's failure: where a NaN appeared in one rank's gradient, not where the all-reduce
+    spread it to the others' losses a step later.
     """
     notes = _gather_notes(first_bad, backend)
     if notes:
+        notes.sort(key=lambda n: int(m.group(1)) if (m := re.search(r": step (\d+) ", n)) else math.inf)
         raise DivergedError(f"diverged: {notes[0]}" + (f" (and {len(notes) - 1} more rank(s))" if len(notes) > 1
                                                        else ""))
 
@@ -250,8 +282,9 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
     sampler = build_sampler(wl.dataset.get("partition"), task.train, wl.batch_size, rank if rank < world else 0,
                             world, run.seed)
     steps_per_epoch = len(sampler) if wl.max_steps_per_epoch is None else min(len(sampler), wl.max_steps_per_epoch)
-    fault = os.environ.get(FAULT_ENV, "")
-    fault_rank, fault_step = (int(v) for v in fault.split(":")) if fault else (-1, -1)
+    fault = os.environ.get(FAULT_ENV, "").split(":")
+    fault_rank, fault_step = (int(fault[0]), int(fault[1])) if len(fault) > 1 else (-1, -1)
+    fault_grad = float(fault[2]) if len(fault) > 2 else None  # "nan" / "inf": a gradient fault
 
     start_epoch, wall_offset, initial = 0, 0.0, ""
     ckpt_path = ckpt_dir / f"rank{rank}.pt" if ckpt_dir else None
@@ -356,7 +389,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
     if marks and start_epoch == 0:
         evaluate(0, 0)  # the starting point: step 0, time 0
     comm.pop_counters()
-    first_bad: str | None = None  # this rank's first non-finite loss or parameters (divergence)
+    first_bad: str | None = None  # this rank's first non-finite loss, gradient or parameters (divergence)
     for epoch in range(start_epoch, wl.epochs):
         model.train()
         t_epoch = clock.now()
@@ -367,7 +400,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
                                                           device)))
         todo = list(marks)  # this epoch's mid-epoch evaluation points, in steps into the epoch
         for gstep, epoch_f, batch in schedule.steps(epoch):
-            if rank == fault_rank and gstep == fault_step:
+            if rank == fault_rank and gstep == fault_step and fault_grad is None:
                 os._exit(17)
             # before the first step at or past a point (a barrier-free worker may have skipped
             # some while others took the epoch's steps: it evaluates once, at the latest)
@@ -384,12 +417,17 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
                 with prec.autocast():
                     loss = task.loss(model, batch)
                 prec.backward(loss)
+            if rank == fault_rank and gstep == fault_step and fault_grad is not None:
+                _poison_grad(model, fault_grad)
             compute_s = clock.now() - t0
             delay = straggler.delay(compute_s)
             clock.sleep(delay)
             t_sync = clock.now()
             scale = prec.scale
             skipped = prec.check(model.parameters())  # fp16: an overflow skips the step (agreed)
+            # a NaN or infinite gradient fails the run (below), before the algorithm can make a
+            # sign or a count of it; fp16's check above already found every finite step finite
+            bad_grad = None if skipped or prec.scaled or first_bad is not None else _nonfinite_grad(model)
             extra = {} if skipped else algo.step(s)
             c = prec.counters(comm.pop_counters())
             now = clock.now()
@@ -399,6 +437,8 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             writer.write("step", epoch, gstep, rec)
             if first_bad is None and not math.isfinite(rec["loss/train"]):
                 first_bad = f"step {gstep} (epoch {epoch}): loss/train = {rec['loss/train']}"
+            elif first_bad is None and bad_grad is not None:
+                first_bad = f"step {gstep} (epoch {epoch}): non-finite gradient of {bad_grad}"
             losses.append(rec["loss/train"])
             for k in ("time/compute_s", "time/straggler_delay_s", "time/sync_s", *c.as_metrics()):
                 sums[k] = sums.get(k, 0.0) + rec[k]

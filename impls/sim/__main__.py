@@ -5,7 +5,8 @@ error or a divergence (as real ranks do); any other failure exits non-zero.
 ``python -m impls.sim --serve``: a fork server for many runs.  Starting Python and importing
 torch, SimGrid and the registries costs ~3 s, more than a small simulation itself, and a
 pipeline starts one simulation per run.  The server imports once, then reads one JSON request
-per line on stdin (``{"config", "out", "checkpoint_dir", "calibration", "log"}``) and forks a
+per line on stdin (``{"config", "out", "checkpoint_dir", "calibration", "log"}``, and optionally
+``"env"``: variables set in the child only, e.g. the runtime's fault injection for tests) and forks a
 child per request: the child starts its own session (so it can be killed as a group), sends
 its output to ``log``, runs exactly what ``--config`` runs and exits with its status.  The
 server answers ``{"pid": ...}`` when the child starts and ``{"rc": ...}`` when it ends
@@ -84,6 +85,7 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
                 fd = os.open(req["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
+                os.environ.update(req.get("env") or {})
                 run_one(req["config"], req["out"], req.get("checkpoint_dir"), req.get("calibration"))
                 code = 0
             except BaseException:  # noqa: BLE001  reported in the log, as a failed process would

@@ -6,7 +6,7 @@ public reference code and a probe with hostile values found in the compressors a
 * 15: TernGrad's clipping threshold uses the population standard deviation (divided by
   ``d``), as the paper's authors' code and GRACE do, not ``torch.std``'s ``d - 1``.
 * 16: a non-finite gradient fails the run as ``diverged`` naming the rank and the step,
-  before a compressor can turn a NaN into a sign (see also ``test_sim_runs.py``).
+  before a compressor can turn a NaN into a sign.
 * 17: the translation tests fail, not skip, where fairseq is missing (below).
 """
 

@@ -119,6 +119,12 @@ CASES = [
      f"{WL}.target.metric", "'opt/gap' is not a metric of task Classification; allowed: acc/val, loss/val"),
     ("target_value_nan", _set(f"{WL}.target", {"metric": "acc/val", "value": math.nan}), f"{WL}.target.value",
      "must be a finite number"),
+    # issue 26 row 9: a target its metric can never reach (the catalogue's bounds: acc/val in [0, 1])
+    ("target_value_unreachable", _set(f"{WL}.target", {"metric": "acc/val", "value": 1.5}), f"{WL}.target.value",
+     "1.5 can never be reached: acc/val is always in [0, 1]"),
+    ("target_value_unreachable_in_override", _set(f"{M}.sgp.workload_overrides", {"target": {"metric": "loss/val",
+                                                                                              "value": -0.1}}),
+     f"{M}.sgp.workload_overrides.target.value", "-0.1 can never be reached: loss/val is always >= 0"),
     ("loader_workers_negative", _set(f"{WL}.loader_workers", -1), f"{WL}.loader_workers", "must be >= 0"),
     # 7. an error in a method's workload_overrides points at the override, not at workloads.
     ("override_typo", _set(f"{M}.sgp.workload_overrides", {"optimizer": {"lrr": 0.1}}),

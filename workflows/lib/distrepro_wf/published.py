@@ -167,7 +167,7 @@ def load_sources(path: Path) -> pd.DataFrame:
     validator = Draft202012Validator(schema)
     rows = read_csv_rows(path, schema)
     for line, row in rows:
-        _first_error(validator, row, f"{path}:{line}")
+        _first_error(validator, row, f"{path}:{line} ({row.get('key', '?')})")
     _unique(rows, "key", path, "source key")
     return pd.DataFrame([r for _, r in rows], columns=list(schema["properties"]))
 

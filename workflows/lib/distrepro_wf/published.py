@@ -42,6 +42,7 @@ Validation rules (what is an error, what is only "not comparable"):
 from __future__ import annotations
 
 import csv
+import difflib
 import functools
 import io
 import math
@@ -93,7 +94,7 @@ def _first_error(validator: Draft202012Validator, doc: Any, where: str) -> None:
         msg = f"unknown key(s) {sorted(set(e.instance) - set(allowed))}; allowed keys: {', '.join(allowed)}"
     elif e.validator == "pattern" and e.schema.get("description"):  # the form in words, not the regex
         msg = f"{e.instance!r} does not match the allowed form: {e.schema['description']}"
-    elif e.schema.get("description") and e.validator in ("minLength", "maxLength", "type"):
+    elif e.schema.get("description") and e.validator in ("minLength", "maxLength"):
         msg = f"{e.message}; allowed: {e.schema['description']}"
     else:
         msg = e.message
@@ -331,8 +332,8 @@ class _KnownNames:
                     try:
                         st = f.stat()
                         exps = _experiments_in(str(f), st.st_mtime_ns, st.st_size)
-                    except (OSError, ValueError, yaml.YAMLError) as e:
-                        self._unreadable[name] = f"{name}: {type(e).__name__}: {e}".splitlines()[0]
+                    except (OSError, ValueError, yaml.YAMLError) as err:
+                        self._unreadable[name] = f"{name}: {type(err).__name__}: {err}".splitlines()[0]
                         continue
                     for e in exps:
                         self._defined.setdefault(e, []).append(name)
@@ -347,8 +348,6 @@ class _KnownNames:
         files = self.defined().get(e)
         if files:
             return files
-        import difflib
-
         names = sorted(set(self.defined()) | set(config.get("experiments") or {}))
         close = difflib.get_close_matches(e, names, n=3)
         hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
@@ -458,7 +457,7 @@ def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR, config_dir: Pa
             not_configured[c["id"]] = reason
         # requires.workload names the published setting; a config without that workload makes an
         # absolute claim "not comparable", never an error.
-    warnings = [f"claim(s) {', '.join(dict.fromkeys(ids))} name experiment(s) defined only in "
+    warnings = [f"claim(s) {', '.join(dict.fromkeys(cids))} name experiment(s) defined only in "
                 f"{' and '.join(files)}, not in this config: not comparable in this run (run with --configfile "
-                f"{files[0]} to evaluate them)" for files, ids in elsewhere.items()]
+                f"{files[0]} to evaluate them)" for files, cids in elsewhere.items()]
     return Published(papers, doc["claims"], numbers, sources, not_configured, warnings)

@@ -5,8 +5,8 @@ The table below is the config half of the fault and bad-input suite (the reliabi
 issue's items 1, 4, 6 and 7): invalid hyperparameters (NaN, infinity, negative values
 that would train "successfully" into garbage), unknown registry names and arguments,
 dataset roots, partitions and sizes that used to fail only inside a job, keys defined
-twice and YAML syntax errors.  Each case names the key the error must point at and a
-piece of the message.
+twice and YAML syntax errors, and (issue 26 row 9) a ``workload.target`` its metric can
+never reach.  Each case names the key the error must point at and a piece of the message.
 """
 
 import copy

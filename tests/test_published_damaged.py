@@ -3,7 +3,10 @@ do to numbers.csv, sources.csv or claims.yaml is one clear ConfigError naming th
 claim and the key, never a bare KeyError, UnicodeDecodeError or ``<unicode string>``.
 
 Each case damages a copy of the shipped files and loads it with :func:`distrepro_wf.claims.load`
-(the pipeline's loader, given the copy's directory).  The pipeline itself stops on such an error
+(the pipeline's loader, given the copy's directory).  Also the published half of the fault and
+bad-input suite of issue 26 (rows 6-9): a claim naming an experiment no config file defines, an
+unknown control experiment, a non-finite number, a pass region outside the metric's bounds, and
+every CSV column typed (``CSV_CASES``, on the CSV loaders directly).  The pipeline itself stops on such an error
 before any job and loses nothing: ``test_a_damaged_file_stops_the_pipeline_before_any_job``.
 """
 

@@ -5,8 +5,8 @@ The table below is the config half of the fault and bad-input suite (the reliabi
 issue's items 1, 4, 6 and 7): invalid hyperparameters (NaN, infinity, negative values
 that would train "successfully" into garbage), unknown registry names and arguments,
 dataset roots, partitions and sizes that used to fail only inside a job, keys defined
-twice and YAML syntax errors.  Each case names the key the error must point at and a
-piece of the message.
+twice and YAML syntax errors, and (issue 26 row 9) a ``workload.target`` its metric can
+never reach.  Each case names the key the error must point at and a piece of the message.
 """
 
 import copy
@@ -119,6 +119,12 @@ CASES = [
      f"{WL}.target.metric", "'opt/gap' is not a metric of task Classification; allowed: acc/val, loss/val"),
     ("target_value_nan", _set(f"{WL}.target", {"metric": "acc/val", "value": math.nan}), f"{WL}.target.value",
      "must be a finite number"),
+    # issue 26 row 9: a target its metric can never reach (the catalogue's bounds: acc/val in [0, 1])
+    ("target_value_unreachable", _set(f"{WL}.target", {"metric": "acc/val", "value": 1.5}), f"{WL}.target.value",
+     "1.5 can never be reached: acc/val is always in [0, 1]"),
+    ("target_value_unreachable_in_override", _set(f"{M}.sgp.workload_overrides", {"target": {"metric": "loss/val",
+                                                                                              "value": -0.1}}),
+     f"{M}.sgp.workload_overrides.target.value", "-0.1 can never be reached: loss/val is always >= 0"),
     ("loader_workers_negative", _set(f"{WL}.loader_workers", -1), f"{WL}.loader_workers", "must be >= 0"),
     # 7. an error in a method's workload_overrides points at the override, not at workloads.
     ("override_typo", _set(f"{M}.sgp.workload_overrides", {"optimizer": {"lrr": 0.1}}),

@@ -3,7 +3,10 @@ do to numbers.csv, sources.csv or claims.yaml is one clear ConfigError naming th
 claim and the key, never a bare KeyError, UnicodeDecodeError or ``<unicode string>``.
 
 Each case damages a copy of the shipped files and loads it with :func:`distrepro_wf.claims.load`
-(the pipeline's loader, given the copy's directory).  The pipeline itself stops on such an error
+(the pipeline's loader, given the copy's directory).  Also the published half of the fault and
+bad-input suite of issue 26 (rows 6-9): a claim naming an experiment no config file defines, an
+unknown control experiment, a non-finite number, a pass region outside the metric's bounds, and
+every CSV column typed (``CSV_CASES``, on the CSV loaders directly).  The pipeline itself stops on such an error
 before any job and loses nothing: ``test_a_damaged_file_stops_the_pipeline_before_any_job``.
 """
 
@@ -29,6 +32,8 @@ CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 GARBAGE = bytes(range(256)) * 4  # not UTF-8: 0x80 at offset 128 is the first invalid byte
 FIRST_CLAIM = "sgp_epoch_faster_than_ar"
 ROW2 = "sgp_v1_time_sgp_n32"  # numbers.csv line 2
+FIRST_EXPECT = 'expect: {op: "<", value: 1.0, tolerance: 0.0}'  # the first claim's
+VALUE_CLAIM = "signum_mv_byzantine_3of7"  # compare: value, final_acc >= 50 (%)
 
 
 def _lines(d: Path, name: str) -> list[str]:
@@ -108,7 +113,7 @@ CASES = [
     pytest.param(_write(S, ""), [f"{S}: empty file"], id="sources-empty"),
     pytest.param(_rewrite(S, _drop_column(0)), [f"{S}:1 (header)", "missing column(s): key"],
                  id="sources-missing-column"),
-    pytest.param(_rewrite(S, lambda ls: ls + ['S1,"again",""\n']),
+    pytest.param(_rewrite(S, lambda ls: ls + ['S1,"again","https://example.org/again"\n']),
                  [f"{S}:", "(S1).key: duplicate source key 'S1' (first on line 2)"], id="sources-duplicate-key"),
     pytest.param(_write(S, GARBAGE), [f"{S}: not UTF-8 text"], id="sources-binary-garbage"),
     # ------------------------------------------------------------ claims.yaml
@@ -132,7 +137,76 @@ CASES = [
                  [f"{C}: line", "duplicate key 'papers.sgp'"], id="paper-defined-twice"),
     pytest.param(_replace(C, "    metric: time_per_epoch_s\n", "    metric: time_per_epoch_s\n    metric: wall_s\n"),
                  [f"{C}: line", "duplicate key 'claims[0].metric'"], id="claim-key-twice"),
+    # ------------------------------------------------------------ issue 26, rows 6-9
+    # row 6: an experiment no known config file defines (a typo) is an error, not "not comparable" for ever
+    pytest.param(_replace(C, "    experiment: sgp_sim\n", "    experiment: sgp_simm\n"),
+                 [f"{C}: claims[0] ({FIRST_CLAIM}).experiment: unknown experiment 'sgp_simm' (did you mean 'sgp_sim'",
+                  "config/*.yaml, config/full/*.yaml", "known: adpsgd"], id="row6-claim-experiment-unknown"),
+    # row 7: an unknown control experiment; a NaN (or infinite) number in a claim
+    pytest.param(_replace(C, "control: {experiment: sgp_sim_fastnet}", "control: {experiment: sgp_sim_fastnett}"),
+                 [f"{C}: claims[0] ({FIRST_CLAIM}).control.experiment: unknown experiment 'sgp_sim_fastnett'",
+                  "did you mean 'sgp_sim_fastnet'"], id="row7-control-experiment-unknown"),
+    pytest.param(_replace(C, FIRST_EXPECT, 'expect: {op: "<", value: .nan, tolerance: 0.0}'),
+                 [f"{C}: claims[0] ({FIRST_CLAIM}).expect.value: nan is not allowed", "finite"],
+                 id="row7-expect-value-nan"),
+    pytest.param(_replace(C, FIRST_EXPECT, 'expect: {op: between, value: [0.5, .NaN], tolerance: 0.0}'),
+                 [f"{C}: claims[0] ({FIRST_CLAIM}).expect.value[1]: nan is not allowed"], id="row7-between-nan"),
+    pytest.param(_replace(C, FIRST_EXPECT, 'expect: {op: "<", value: 1.0, tolerance: .inf}'),
+                 [f"{C}: claims[0] ({FIRST_CLAIM}).expect.tolerance: inf is not allowed"], id="row7-tolerance-inf"),
+    # row 9: a claim its metric's values can never satisfy (the catalogue's bounds, in the display unit)
+    pytest.param(_replace(C, 'expect: {op: ">=", value: 50.0, tolerance: 0.0}', 'expect: {op: ">=", value: 150.0, tolerance: 0.0}'),
+                 [f"({VALUE_CLAIM}).expect.value: can never be reproduced: final_acc is always in [0, 100] (%)"],
+                 id="row9-claim-value-unreachable"),
+    pytest.param(_replace(C, FIRST_EXPECT, 'expect: {op: "<", value: 0.0, tolerance: 0.0}'),
+                 [f"{C}: claims[0] ({FIRST_CLAIM}).expect.value: can never be reproduced: a ratio of time_per_epoch_s"],
+                 id="row9-claim-ratio-unreachable"),
 ]
+
+
+# issue 26 row 8: every column of the published CSV files typed, the message naming the file, line, column
+# and what is allowed (the CSV loaders themselves: load() runs them after claims.yaml, which these leave alone)
+CSV_CASES = [
+    pytest.param(_replace(N, f"{ROW2},SGP (Assran+ 2019),sgp,S1,abstract (v1),ResNet-50/ImageNet 90ep,SGP,32,",
+                          f"{ROW2},SGP (Assran+ 2019),sgp,S1,abstract (v1),ResNet-50/ImageNet 90ep,SGP,thirty-two,"),
+                 [f"{N}:2 ({ROW2}).nodes: 'thirty-two' does not match the allowed form: a count in digits"],
+                 id="row8-numbers-nodes-in-words"),
+    pytest.param(_replace(N, ",SGP,32,256,10GbE,", ",SGP,32,many,10GbE,"),
+                 [f"{N}:2 ({ROW2}).gpus: 'many' does not match the allowed form: a count"], id="row8-numbers-gpus"),
+    pytest.param(_replace(N, ",~,1.6,hours,", ",~,1.6,hrs,"),
+                 [f"{N}:2 ({ROW2}).unit: 'hrs' does not match the allowed form: one of - % x ms s minutes hours"],
+                 id="row8-numbers-unknown-unit"),
+    pytest.param(_replace(N, f"{ROW2},SGP (Assran+ 2019),", f"{ROW2}, SGP (Assran+ 2019),"),
+                 [f"{N}:2 ({ROW2}).paper: ' SGP (Assran+ 2019)' does not match the allowed form: one line of text, "
+                  "not empty, no space at either end"], id="row8-numbers-text-padded"),
+    pytest.param(_rewrite(N, lambda ls: ls[:1] + [ls[1].rsplit(",", 1)[0] + ",\n"] + ls[2:]),
+                 [f"{N}:2 ({ROW2}).checked: '' does not match the allowed form: one line of text"],
+                 id="row8-numbers-checked-empty"),
+    pytest.param(_replace(N, f"{ROW2},SGP (Assran+ 2019),sgp,S1,", f"{ROW2},SGP (Assran+ 2019),sgp,-,"),
+                 [f"{N}:2 ({ROW2}).source: '-' (no source read) with verified 'yes'"], id="row8-numbers-yes-unsourced"),
+    pytest.param(_replace(N, "range,4..8,", "range,8..4,"),
+                 [f"{N}:", ".value: range '8..4' has low > high"], id="row8-numbers-range-reversed"),
+    pytest.param(_replace(S, "S2,", "S2x,"),
+                 [f"{S}:3 (S2x).key: 'S2x' does not match the allowed form: \"S\" and a number"], id="row8-sources-key"),
+    pytest.param(_replace(S, "https://arxiv.org/abs/1910.00643", "arxiv 1910.00643"),
+                 [f"{S}:5 (S4).where: 'arxiv 1910.00643' does not match the allowed form: the source's address(es)"],
+                 id="row8-sources-where-not-an-address"),
+    pytest.param(_replace(S, "S2,\"Official SGP code", "S2,\"  Official SGP code"),
+                 [f"{S}:3 (S2).what: '  Official SGP code", "no space at either end"], id="row8-sources-what-padded"),
+]
+
+
+@pytest.mark.parametrize("damage, words", CSV_CASES)
+def test_every_column_of_the_published_csv_files_is_typed(tmp_path, damage, words):
+    d = tmp_path / "published"
+    d.mkdir()
+    for name in (N, S):
+        shutil.copy(PUB / name, d / name)
+    damage(d)
+    with pytest.raises(ConfigError) as e:
+        wfpublished.load_numbers(d / N, wfpublished.load_sources(d / S))
+    msg = str(e.value)
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
 
 
 @pytest.mark.parametrize("damage, words", CASES)
@@ -145,6 +219,16 @@ def test_damaged_published_file_is_a_clear_error(tmp_path, damage, words):
     msg = str(e.value)
     for w in words:
         assert w in msg, f"{w!r} not in {msg!r}"
+
+
+def test_claims_of_an_experiment_only_another_config_file_defines_are_a_warning_naming_it():
+    """Issue 26 row 6: the default run lacks config/translation.yaml's experiments; their claims load,
+    are "not comparable", and one warning per file names it and the claims (the pipeline prints it)."""
+    pub = wfpublished.load(CONFIG)
+    assert pub.not_configured["sgp_transformer_bleu_close_to_ar"] == "experiment 'translation_sim' not in config"
+    (line,) = [w for w in pub.warnings if "config/translation.yaml" in w]
+    assert "sgp_transformer_bleu_close_to_ar" in line and "--configfile config/translation.yaml" in line
+    assert not [w for w in pub.warnings if "config/config.yaml" in w]  # the run's own experiments: no warning
 
 
 def _tree_digest(root: Path) -> dict[str, str]:

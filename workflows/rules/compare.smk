@@ -1,7 +1,9 @@
 # Published numbers and the claims derived from them (config/published/): validated here,
-# at pipeline start (a malformed row, an unknown metric or method is a WorkflowError naming
-# the file, the row or claim and the key); rule compare evaluates every claim against the
-# collected tables.  See distrepro_wf.claims for the rules and statuses.
+# at pipeline start (a malformed row, an unknown metric, method or experiment is a
+# WorkflowError naming the file, the row or claim and the key; a claim whose experiment only
+# another config file defines is a warning naming that file); rule compare evaluates every
+# claim against the collected tables.  See distrepro_wf.published for the rules and
+# distrepro_wf.claims for the statuses.
 from distrepro_wf import pages as wfpages
 from distrepro_wf import published as wfpublished
 
@@ -9,6 +11,9 @@ try:
     PUBLISHED = wfpublished.load(config)
 except ConfigError as e:
     raise WorkflowError(f"invalid published numbers or claims: {e}") from None
+if workflow.is_main_process:  # claims whose experiment only another config file defines (e.g. translation.yaml)
+    for warning in PUBLISHED.warnings:
+        print(f"WARNING: {warning}", file=sys.stderr)
 
 PAPERS = list(PUBLISHED.papers)
 # absolute: the data lives in the repository, whatever the working directory (-d)

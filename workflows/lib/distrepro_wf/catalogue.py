@@ -16,6 +16,12 @@ labels and units come from here), the plots and the report:
   to target on the run's evaluation series, the time breakdown, and ``network``: a text
   saying what the communication time is: a simulated network, loopback or a real one).
 
+Both levels also say which values a metric can take (``bounds``, ``[low, high]``, None for
+no bound: accuracies lie in [0, 1], BLEU in [0, 100], losses, times, bytes and counts are
+>= 0).  A value outside them can never be measured, so a ``workload.target`` there is refused
+by :func:`distrepro_wf.config.validate` (:func:`unreachable`), and so is a claim whose pass
+region lies outside them (:func:`distrepro_wf.published.load`); both before any job.
+
 Adding a metric: the runtime logs its key (one line in :data:`EPOCH`), and a run-level
 column is one line in :data:`METRICS`; collect, claims, plots and report follow.
 """
@@ -24,38 +30,45 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+Bounds = tuple[float | None, float | None]
+#: the values a metric can take, [low, high] (None: unbounded on that side)
+ANY: Bounds = (None, None)
+NONNEG: Bounds = (0.0, None)  # losses, suboptimality, times, bytes, counts
+UNIT: Bounds = (0.0, 1.0)  # accuracies, shares, yes/no as 1/0
+
 
 @dataclass(frozen=True)
 class EpochMetric:
     across: str  # aggregation over worker ranks: mean | max | min (server keys: sum over servers)
     higher_is_better: bool | None = None
+    bounds: Bounds = ANY
 
 
 EPOCH: dict[str, EpochMetric] = {
-    "loss/train": EpochMetric("mean", False),
-    "loss/val": EpochMetric("mean", False),
-    "acc/val": EpochMetric("mean", True),
-    "loss/objective": EpochMetric("mean", False),
-    "opt/gap": EpochMetric("mean", False),
-    "bleu/val": EpochMetric("mean", True),  # translation (sacrebleu on decodes)
-    "nll/val": EpochMetric("mean", False),
-    "comm/bytes_sent": EpochMetric("mean"),
-    "comm/bytes_recv": EpochMetric("mean"),
-    "consensus/distance": EpochMetric("mean"),
-    "opt/grad_evals": EpochMetric("sum"),  # component gradients (svrg): the workers' total, the paper's work
-    "time/epoch_s": EpochMetric("max"),
-    "time/wall_s": EpochMetric("max"),
-    "time/compute_s": EpochMetric("max"),
-    "time/comm_s": EpochMetric("max"),
-    "time/straggler_delay_s": EpochMetric("max"),
-    "time/sync_s": EpochMetric("max"),
+    "loss/train": EpochMetric("mean", False),  # unbounded: finite_sum's components may be < 0
+    "loss/val": EpochMetric("mean", False, NONNEG),
+    "acc/val": EpochMetric("mean", True, UNIT),
+    "loss/objective": EpochMetric("mean", False),  # unbounded: F(x) of any sign
+    "opt/gap": EpochMetric("mean", False, NONNEG),  # F(x) - F(x*) >= 0
+    "bleu/val": EpochMetric("mean", True, (0.0, 100.0)),  # translation (sacrebleu on decodes)
+    "nll/val": EpochMetric("mean", False, NONNEG),
+    "comm/bytes_sent": EpochMetric("mean", bounds=NONNEG),
+    "comm/bytes_recv": EpochMetric("mean", bounds=NONNEG),
+    "consensus/distance": EpochMetric("mean", bounds=NONNEG),
+    "opt/grad_evals": EpochMetric("sum", bounds=NONNEG),  # component gradients (svrg): the workers' total
+    "time/epoch_s": EpochMetric("max", bounds=NONNEG),
+    "time/wall_s": EpochMetric("max", bounds=NONNEG),
+    "time/compute_s": EpochMetric("max", bounds=NONNEG),
+    "time/comm_s": EpochMetric("max", bounds=NONNEG),
+    "time/straggler_delay_s": EpochMetric("max", bounds=NONNEG),
+    "time/sync_s": EpochMetric("max", bounds=NONNEG),
     # server ranks (Algorithm.roles), apart from the workers: bytes summed over the servers;
     # the asynchronous modes' staleness of the applied pushes and their number (impls/ps.py)
-    "server/bytes_sent": EpochMetric("sum"),
-    "server/bytes_recv": EpochMetric("sum"),
-    "server/staleness_mean": EpochMetric("mean"),
-    "server/staleness_max": EpochMetric("max"),
-    "server/pushes": EpochMetric("mean"),
+    "server/bytes_sent": EpochMetric("sum", bounds=NONNEG),
+    "server/bytes_recv": EpochMetric("sum", bounds=NONNEG),
+    "server/staleness_mean": EpochMetric("mean", bounds=NONNEG),
+    "server/staleness_max": EpochMetric("max", bounds=NONNEG),
+    "server/pushes": EpochMetric("mean", bounds=NONNEG),
 }
 #: per-epoch columns derived over ranks from another key: the worst rank's accuracy, and the
 #: mean rank's times (the time breakdown: EPOCH's maxima of its parts need not add up)
@@ -76,64 +89,76 @@ class Metric:
     scale: float = 1.0  # display value = column value * scale
     source: tuple[str, str] | None = None  # (epoch key, reducer over epochs); None: computed by collect
     higher_is_better: bool = False  # accuracies; lower is better for times, losses, bytes, gaps, epochs
+    bounds: Bounds = ANY  # the column's possible values (before ``scale``), see the module docstring
+
+    def display_bounds(self) -> Bounds:
+        """:attr:`bounds` in the display unit (accuracies [0, 100] %)."""
+        return tuple(None if b is None else b * self.scale for b in self.bounds)  # type: ignore[return-value]
 
 
 METRICS: dict[str, Metric] = {
-    "final_acc": Metric("final validation top-1", "%", "final_acc", 100.0, ("acc/val", "last"), True),
-    "best_acc": Metric("best validation top-1", "%", "best_acc", 100.0, ("acc/val", "max"), True),
+    "final_acc": Metric("final validation top-1", "%", "final_acc", 100.0, ("acc/val", "last"), True, bounds=UNIT),
+    "best_acc": Metric("best validation top-1", "%", "best_acc", 100.0, ("acc/val", "max"), True, bounds=UNIT),
     "final_train_loss": Metric("final training loss", "", "final_train_loss", source=("loss/train", "last")),
     "final_val_loss": Metric("final validation loss (all classes)", "", "final_val_loss",
-                             source=("loss/val", "last")),
+                             source=("loss/val", "last"), bounds=NONNEG),
     "final_objective": Metric("final objective F(x)", "", "final_objective", source=("loss/objective", "last")),
-    "final_gap": Metric("final suboptimality F(x) - F(x*)", "", "final_gap", source=("opt/gap", "last")),
-    "final_bleu": Metric("final validation BLEU", "", "final_bleu", source=("bleu/val", "last"), higher_is_better=True),
-    "best_bleu": Metric("best validation BLEU", "", "best_bleu", source=("bleu/val", "max"), higher_is_better=True),
-    "time_per_epoch_s": Metric("time per epoch", "s", "time_per_epoch_s", source=("time/epoch_s", "mean")),
-    "time_per_step_s": Metric("time per step", "s", "time_per_step_s"),
-    "wall_s": Metric("wall-clock time of the run", "s", "wall_s", source=("time/wall_s", "last")),
-    "wall_h": Metric("wall-clock time of the run", "h", "wall_s", 1 / 3600),
+    "final_gap": Metric("final suboptimality F(x) - F(x*)", "", "final_gap", source=("opt/gap", "last"),
+                        bounds=NONNEG),
+    "final_bleu": Metric("final validation BLEU", "", "final_bleu", source=("bleu/val", "last"), higher_is_better=True,
+                         bounds=(0.0, 100.0)),
+    "best_bleu": Metric("best validation BLEU", "", "best_bleu", source=("bleu/val", "max"), higher_is_better=True,
+                        bounds=(0.0, 100.0)),
+    "time_per_epoch_s": Metric("time per epoch", "s", "time_per_epoch_s", source=("time/epoch_s", "mean"),
+                               bounds=NONNEG),
+    "time_per_step_s": Metric("time per step", "s", "time_per_step_s", bounds=NONNEG),
+    "wall_s": Metric("wall-clock time of the run", "s", "wall_s", source=("time/wall_s", "last"), bounds=NONNEG),
+    "wall_h": Metric("wall-clock time of the run", "h", "wall_s", 1 / 3600, bounds=NONNEG),
     "bytes_sent_per_epoch": Metric("bytes sent per epoch per rank", "B", "bytes_sent_per_epoch",
-                                   source=("comm/bytes_sent", "mean")),
-    "bytes_per_step": Metric("bytes sent per step per rank", "B", "bytes_per_step"),
+                                   source=("comm/bytes_sent", "mean"), bounds=NONNEG),
+    "bytes_per_step": Metric("bytes sent per step per rank", "B", "bytes_per_step", bounds=NONNEG),
     "server_bytes_sent_per_epoch": Metric("bytes the servers sent per epoch", "B", "server_bytes_sent_per_epoch",
-                                          source=("server/bytes_sent", "mean")),
+                                          source=("server/bytes_sent", "mean"), bounds=NONNEG),
     "server_bytes_recv_per_epoch": Metric("bytes the servers received per epoch", "B",
-                                          "server_bytes_recv_per_epoch", source=("server/bytes_recv", "mean")),
+                                          "server_bytes_recv_per_epoch", source=("server/bytes_recv", "mean"),
+                                          bounds=NONNEG),
     "staleness_mean": Metric("mean staleness of an applied push (updates since its read)", "updates",
-                             "staleness_mean", source=("server/staleness_mean", "mean")),
+                             "staleness_mean", source=("server/staleness_mean", "mean"), bounds=NONNEG),
     "staleness_max": Metric("largest staleness of an applied push", "updates", "staleness_max",
-                            source=("server/staleness_max", "max")),
+                            source=("server/staleness_max", "max"), bounds=NONNEG),
     "server_pushes_per_epoch": Metric("pushes a server applied per epoch", "pushes", "server_pushes_per_epoch",
-                                      source=("server/pushes", "mean")),
+                                      source=("server/pushes", "mean"), bounds=NONNEG),
     "compute_s_per_epoch": Metric("compute time per epoch", "s", "compute_s_per_epoch",
-                                  source=("time/compute_s", "mean")),
+                                  source=("time/compute_s", "mean"), bounds=NONNEG),
     "comm_s_per_epoch": Metric("communication time per epoch", "s", "comm_s_per_epoch",
-                               source=("time/comm_s", "mean")),
+                               source=("time/comm_s", "mean"), bounds=NONNEG),
     "straggler_delay_s_per_epoch": Metric("straggler delay per epoch", "s", "straggler_delay_s_per_epoch",
-                                          source=("time/straggler_delay_s", "mean")),
+                                          source=("time/straggler_delay_s", "mean"), bounds=NONNEG),
     # to target: interpolated between the last evaluation point that missed it and the first that met it
-    "time_to_target_s": Metric("wall-clock time to the target", "s", "time_to_target_s"),
-    "steps_to_target": Metric("steps to the target", "steps", "steps_to_target"),
-    "epochs_to_target": Metric("epochs to the target", "epochs", "epochs_to_target"),
-    "bytes_to_target": Metric("bytes sent per rank to the target", "B", "bytes_to_target"),
+    "time_to_target_s": Metric("wall-clock time to the target", "s", "time_to_target_s", bounds=NONNEG),
+    "steps_to_target": Metric("steps to the target", "steps", "steps_to_target", bounds=NONNEG),
+    "epochs_to_target": Metric("epochs to the target", "epochs", "epochs_to_target", bounds=NONNEG),
+    "bytes_to_target": Metric("bytes sent per rank to the target", "B", "bytes_to_target", bounds=NONNEG),
     "grad_evals_to_target": Metric("component gradients to the target (all workers)", "gradients",
-                                   "grad_evals_to_target"),
-    "reached_target": Metric("target reached", "", "reached_target", higher_is_better=True),
+                                   "grad_evals_to_target", bounds=NONNEG),
+    "reached_target": Metric("target reached", "", "reached_target", higher_is_better=True, bounds=UNIT),
     "target_at_first_eval": Metric("target met at the first evaluation (an upper bound)", "",
-                                   "target_at_first_eval"),
-    "tta_evals": Metric("evaluation points per epoch", "", "tta_evals", higher_is_better=True),
+                                   "target_at_first_eval", bounds=UNIT),
+    "tta_evals": Metric("evaluation points per epoch", "", "tta_evals", higher_is_better=True, bounds=NONNEG),
     # where an epoch's time goes (means over worker ranks and epochs; they add up to time per epoch)
-    "bd_compute_s": Metric("compute per epoch (mean rank)", "s", "bd_compute_s"),
-    "bd_comm_s": Metric("communication wait of the worker loop per epoch (mean rank)", "s", "bd_comm_s"),
-    "bd_straggler_s": Metric("straggler delay per epoch (mean rank)", "s", "bd_straggler_s"),
+    "bd_compute_s": Metric("compute per epoch (mean rank)", "s", "bd_compute_s", bounds=NONNEG),
+    "bd_comm_s": Metric("communication wait of the worker loop per epoch (mean rank)", "s", "bd_comm_s",
+                        bounds=NONNEG),
+    "bd_straggler_s": Metric("straggler delay per epoch (mean rank)", "s", "bd_straggler_s", bounds=NONNEG),
     "bd_other_s": Metric("other time per epoch (evaluation, data, overhead)", "s", "bd_other_s"),
-    "comm_share": Metric("communication share of an epoch", "%", "comm_share", 100.0),
-    "compute_share": Metric("compute share of an epoch", "%", "compute_share", 100.0, higher_is_better=True),
+    "comm_share": Metric("communication share of an epoch", "%", "comm_share", 100.0, bounds=UNIT),
+    "compute_share": Metric("compute share of an epoch", "%", "compute_share", 100.0, higher_is_better=True,
+                            bounds=UNIT),
     "network": Metric("what the communication time is", "", "network"),
     "grad_evals_per_epoch": Metric("component gradients per epoch (all workers)", "gradients",
-                                   "grad_evals_per_epoch", source=("opt/grad_evals", "mean")),
+                                   "grad_evals_per_epoch", source=("opt/grad_evals", "mean"), bounds=NONNEG),
     "final_consensus_distance": Metric("final consensus distance", "", "final_consensus_distance",
-                                       source=("consensus/distance", "last")),
+                                       source=("consensus/distance", "last"), bounds=NONNEG),
 }
 
 
@@ -144,3 +169,26 @@ def better_direction(key: str) -> bool:
         raise KeyError(f"{key!r} has no better direction; metrics with one: "
                        f"{', '.join(k for k, v in EPOCH.items() if v.higher_is_better is not None)}")
     return m.higher_is_better
+
+
+def bounds_text(bounds: Bounds) -> str:
+    """'in [0, 1]', '>= 0', '<= 1' or 'of any value' (after 'is always')."""
+    lo, hi = bounds
+    if lo is not None and hi is not None:
+        return f"in [{lo:g}, {hi:g}]"
+    return f">= {lo:g}" if lo is not None else f"<= {hi:g}" if hi is not None else "of any value"
+
+
+def within(value: float, bounds: Bounds) -> bool:
+    lo, hi = bounds
+    return (lo is None or value >= lo) and (hi is None or value <= hi)
+
+
+def unreachable_target(metric: str, value: float) -> str | None:
+    """Why a ``workload.target`` of epoch metric ``metric`` at ``value`` can never be reached
+    (the value lies outside the metric's bounds, e.g. ``acc/val`` 1.5), else None."""
+    m = EPOCH.get(metric)
+    if m is None or within(value, m.bounds):
+        return None
+    return (f"{value:g} can never be reached: {metric} is always {bounds_text(m.bounds)} "
+            f"(the metric catalogue, distrepro_wf.catalogue.EPOCH)")

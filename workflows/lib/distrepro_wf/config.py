@@ -4,7 +4,8 @@
 allowed values for the first problem; it checks the JSON schema, then every name
 that the schema cannot know (workloads, straggler settings, registered algorithms,
 their hyperparameters, dataset directories), by resolving each run's config exactly
-as the runtime will.
+as the runtime will, and a ``workload.target`` outside its metric's bounds in the metric
+catalogue (:mod:`distrepro_wf.catalogue`: ``acc/val`` 1.5 can never be reached).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from jsonschema import Draft202012Validator
 
 from impls.errors import ConfigError
 
+from .catalogue import unreachable_target
 from .yamlio import load_yaml
 
 WORKFLOW_DIR = Path(__file__).resolve().parents[2]
@@ -258,6 +260,10 @@ def validate(config: dict[str, Any]) -> list[Run]:
             if wkey not in checked:  # data, model and batches, once per workload and node count
                 check_workload(res.workload, run.nodes, run.seed, datasets)
                 checked.add(wkey)
+            target = raw["workload"].get("target")
+            why = target and unreachable_target(target["metric"], target["value"])
+            if why:  # e.g. acc/val 1.5: every run would "never reach" it (the metric catalogue's bounds)
+                raise ConfigError("workload.target.value", why)
         except ConfigError as e:
             raise ConfigError(_error_key(config, run, e.key), str(e)[len(e.key) + 2:]) from None
     return runs

@@ -13,9 +13,18 @@ Validation rules (what is an error, what is only "not comparable"):
   the schema's columns, a row with another number of cells, no rows, a YAML syntax error or
   a key defined twice, e.g. a paper or a claim's metric: the strict loader
   :mod:`distrepro_wf.yamlio`), a malformed row or claim (JSON schemas under
-  ``workflows/schemas``), a duplicate id or source key, a claim whose ``metric`` is not in
-  :data:`METRICS`, whose ``paper`` is not in ``papers``, whose ``sources`` name no row of
-  numbers.csv, a number whose ``source`` is not in sources.csv or whose ``page`` is not a paper.
+  ``workflows/schemas``: every column of the CSV files is typed, and a pattern's error says
+  the allowed form in words, the schema's ``description``), a duplicate id or source key, a
+  claim whose ``metric`` is not in :data:`METRICS`, whose ``paper`` is not in ``papers``, whose
+  ``sources`` name no row of numbers.csv, a number whose ``source`` is not in sources.csv or
+  whose ``page`` is not a paper, a number read in a source (``verified`` yes or secondary)
+  whose ``source`` is ``-``, a ``range`` with low > high.
+* Also an error: a claim number that is not finite (``expect.value: .nan`` passes the schema's
+  ``type: number`` and made every setting "inconclusive"), a pass region the statistic can
+  never reach (the metric's bounds in the catalogue, :func:`_check_reachable`), and an
+  ``experiment`` or ``control.experiment`` that neither ``config`` nor any known config file
+  (:data:`CONFIG_GLOBS` under ``config/``) defines: a typo that made the claim "not comparable"
+  for ever.
 * Claim of an experiment that is in the pipeline config: a method it names that is no method
   key of that experiment in this config makes the claim "not comparable (method not in this
   config)", if the name is known: a method key of that experiment in the shipped config
@@ -24,16 +33,20 @@ Validation rules (what is an error, what is only "not comparable"):
   not in this config's ``stragglers`` but in the shipped config's makes it "not comparable";
   one in neither is an error.  ``requires.workload`` names the published setting: a config
   without it makes an absolute claim "not comparable".
-* Claim of an experiment that is not in the config (a family not implemented yet, or a
-  config without it): its method and straggler names are not checked; the claim is
-  "not comparable (experiment not in config)".
+* Claim of an experiment that is not in the config but in another known config file (the
+  default run lacks config/translation.yaml's): its method and straggler names are not
+  checked; the claim is "not comparable (experiment not in config)" and
+  :attr:`Published.warnings` names the file (one line per file, printed at pipeline start).
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
+import functools
 import io
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -43,13 +56,17 @@ from jsonschema import Draft202012Validator
 
 from impls.errors import ConfigError
 
-from .catalogue import METRICS
+from .catalogue import METRICS, bounds_text
 from .config import WORKFLOW_DIR
 from .yamlio import load_yaml, loads_yaml
 
 SCHEMAS = WORKFLOW_DIR / "schemas"
 PUBLISHED_DIR = WORKFLOW_DIR.parent / "config" / "published"
 SHIPPED_CONFIG = WORKFLOW_DIR.parent / "config" / "config.yaml"
+#: the known config files: an experiment a claim names must be defined in one of them (or in the
+#: config being run)
+CONFIG_DIR = WORKFLOW_DIR.parent / "config"
+CONFIG_GLOBS = ("*.yaml", "full/*.yaml")
 
 
 def _schema(name: str) -> dict[str, Any]:
@@ -75,6 +92,10 @@ def _first_error(validator: Draft202012Validator, doc: Any, where: str) -> None:
     elif e.validator == "additionalProperties":
         allowed = sorted(e.schema.get("properties", {}))
         msg = f"unknown key(s) {sorted(set(e.instance) - set(allowed))}; allowed keys: {', '.join(allowed)}"
+    elif e.validator == "pattern" and e.schema.get("description"):  # the form in words, not the regex
+        msg = f"{e.instance!r} does not match the allowed form: {e.schema['description']}"
+    elif e.schema.get("description") and e.validator in ("minLength", "maxLength"):
+        msg = f"{e.message}; allowed: {e.schema['description']}"
     else:
         msg = e.message
     path = ""
@@ -147,7 +168,7 @@ def load_sources(path: Path) -> pd.DataFrame:
     validator = Draft202012Validator(schema)
     rows = read_csv_rows(path, schema)
     for line, row in rows:
-        _first_error(validator, row, f"{path}:{line}")
+        _first_error(validator, row, f"{path}:{line} ({row.get('key', '?')})")
     _unique(rows, "key", path, "source key")
     return pd.DataFrame([r for _, r in rows], columns=list(schema["properties"]))
 
@@ -167,6 +188,14 @@ def load_numbers(path: Path, sources: pd.DataFrame | None = None, pages: Iterabl
                     raise ConfigError(f"{where}.source", f"unknown source {key!r}; known: {', '.join(sorted(known))}")
         if pages is not None and row["page"] not in pages:
             raise ConfigError(f"{where}.page", f"unknown paper {row['page']!r}; known: {', '.join(sorted(pages))}")
+        if row["source"] == "-" and row["verified"] in ("yes", "secondary"):
+            raise ConfigError(f"{where}.source", f"'-' (no source read) with verified {row['verified']!r}: a number "
+                                                 "read somewhere names that source (a key of sources.csv); else "
+                                                 "verified is UNVERIFIED or NOT RETRIEVED")
+        if row["relation"] == "range" and row["value"]:
+            lo, hi = (float(x) for x in row["value"].split(".."))
+            if not lo <= hi:
+                raise ConfigError(f"{where}.value", f"range {row['value']!r} has low > high; write lo..hi")
     _unique(rows, "id", path, "number id")
     return pd.DataFrame([r for _, r in rows], columns=list(schema["properties"]))
 
@@ -202,6 +231,49 @@ def _check_shape(c: dict[str, Any], where: str) -> None:
         raise ConfigError(f"{where}.expect.value", f"op {c['expect']['op']!r} needs a number, got {v!r}")
 
 
+def _check_finite(node: Any, key: str) -> None:
+    """Every number of a claim is finite: YAML's ``.nan`` passes the schema's ``type: number`` and
+    would make every setting "inconclusive" (``.inf`` as a tolerance: every setting "reproduced")."""
+    if isinstance(node, float) and not math.isfinite(node):
+        raise ConfigError(key, f"{node!r} is not allowed: a claim's numbers must be finite (write a number)")
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _check_finite(v, f"{key}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_finite(v, f"{key}[{i}]")
+
+
+def _check_reachable(c: dict[str, Any], where: str) -> None:
+    """A claim whose pass region lies outside every value its statistic can take can never be
+    reproduced: the metric's bounds come from the catalogue (:data:`METRICS`, in the display unit:
+    accuracies in [0, 100] %).  ``value``/``absolute``: the statistic is the metric; ``difference``
+    of a metric bounded on both sides: within +-(high - low); a ratio of a non-negative metric: > 0."""
+    m = METRICS[c["metric"]]
+    lo, hi = m.display_bounds()
+    cmp = c["compare"]
+    if cmp in ("value", "absolute"):
+        what, s_lo, s_hi = f"{c['metric']} is always {bounds_text((lo, hi))}", lo, hi
+    elif cmp == "difference" and lo is not None and hi is not None:
+        what, s_lo, s_hi = f"a difference of {c['metric']} is always in [{lo - hi:g}, {hi - lo:g}]", lo - hi, hi - lo
+    elif cmp in ("ratio", "ratio_vs_control") and lo is not None and lo >= 0:
+        what, s_lo, s_hi = f"a ratio of {c['metric']} (never negative) is always > 0", 0.0, None
+    else:
+        return
+    from .claims import pass_region  # claims imports this module
+
+    r_lo, lo_closed, r_hi, hi_closed = pass_region(c["expect"])
+    open_zero = cmp.startswith("ratio")  # a ratio is > 0, never 0 (a non-positive side is undefined)
+    below = s_lo is not None and (r_hi < s_lo or (r_hi == s_lo and (not hi_closed or open_zero)))
+    above = s_hi is not None and (r_lo > s_hi or (r_lo == s_hi and not lo_closed))
+    if below or above:
+        unit = f" ({m.unit})" if m.unit else ""
+        raise ConfigError(f"{where}.expect.value", f"can never be reproduced: {what}{unit} (the metric catalogue, "
+                                                   f"distrepro_wf.catalogue.METRICS), and the claim expects "
+                                                   f"{c['expect']['op']} {c['expect']['value']!r} with tolerance "
+                                                   f"{c['expect']['tolerance']!r}")
+
+
 def _registered_algorithms() -> set[str]:
     from impls.algorithms import load_all
 
@@ -215,6 +287,24 @@ class Published:
     numbers: pd.DataFrame
     sources: pd.DataFrame
     not_configured: dict[str, str]  # claim id -> why it cannot be evaluated with this config
+    #: what the pipeline prints at start: claims whose experiment only another config file defines
+    warnings: list[str] = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=64)
+def _experiments_in(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """The experiment names of a config file (the keys of its ``experiments:``), once per version
+    of the file (mtime and size are the cache key).  Read as a YAML node tree, never constructed:
+    fast (libyaml where built), and an alias is a reference, never expanded."""
+    del mtime_ns, size  # the cache key only
+    text = Path(path).read_bytes().decode("utf-8")
+    root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    if not isinstance(root, yaml.MappingNode):
+        return ()
+    for k, v in root.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == "experiments" and isinstance(v, yaml.MappingNode):
+            return tuple(str(e.value) for e, _ in v.value if isinstance(e, yaml.ScalarNode))
+    return ()
 
 
 class _KnownNames:
@@ -222,9 +312,50 @@ class _KnownNames:
     settings of the shipped config (config/config.yaml) and registered algorithms.  Read only
     when a claim names something the running config does not have."""
 
-    def __init__(self) -> None:
+    def __init__(self, config_dir: Path = CONFIG_DIR) -> None:
         self._shipped: dict[str, Any] | None = None
         self._algorithms: set[str] | None = None
+        self._config_dir = Path(config_dir)
+        self._defined: dict[str, list[str]] | None = None
+        self._unreadable: dict[str, str] = {}
+
+    def defined(self) -> dict[str, list[str]]:
+        """experiment -> the known config files (config/*.yaml, config/full/*.yaml) defining it.  A
+        file that cannot be read is noted (named if a claim's experiment is then found nowhere):
+        it is the run's own config's business to be readable, not the claims'."""
+        if self._defined is None:
+            self._defined = {}
+            root = self._config_dir.parent
+            for pattern in CONFIG_GLOBS:
+                for f in sorted(self._config_dir.glob(pattern)):
+                    name = str(f.relative_to(root)) if f.is_relative_to(root) else str(f)
+                    try:
+                        st = f.stat()
+                        exps = _experiments_in(str(f), st.st_mtime_ns, st.st_size)
+                    except (OSError, ValueError, yaml.YAMLError) as err:
+                        self._unreadable[name] = f"{name}: {type(err).__name__}: {err}".splitlines()[0]
+                        continue
+                    for e in exps:
+                        self._defined.setdefault(e, []).append(name)
+        return self._defined
+
+    def experiment(self, e: str, key: str, config: dict[str, Any]) -> list[str]:
+        """[] when ``e`` is an experiment of ``config``; else the known config files that define it
+        (the claim is "not comparable" with this config, a warning names them); a ConfigError at
+        ``key`` when no known file does (a typo, or a config file not under config/)."""
+        if e in (config.get("experiments") or {}):
+            return []
+        files = self.defined().get(e)
+        if files:
+            return files
+        names = sorted(set(self.defined()) | set(config.get("experiments") or {}))
+        close = difflib.get_close_matches(e, names, n=3)
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        unread = (f"; not readable, so not searched: {'; '.join(self._unreadable.values())}"
+                  if self._unreadable else "")
+        raise ConfigError(key, f"unknown experiment {e!r}{hint}: neither the config being run nor any known config "
+                               f"file ({', '.join(f'{self._config_dir.name}/{g}' for g in CONFIG_GLOBS)}) defines "
+                               f"it; known: {', '.join(names)}{unread}")
 
     def shipped(self) -> dict[str, Any]:
         if self._shipped is None:
@@ -280,8 +411,9 @@ def _check_straggler(st: str, key: str, stragglers: list[str], known: _KnownName
     return f"straggler setting {st!r} not in this config (it has {', '.join(stragglers)})"
 
 
-def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR) -> Published:
-    """Read and validate the published data against ``config``; see the module docstring."""
+def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR, config_dir: Path = CONFIG_DIR) -> Published:
+    """Read and validate the published data against ``config``; see the module docstring.
+    ``config_dir``: where the known config files are (``config/``)."""
     directory = Path(directory)
     cpath = directory / "claims.yaml"
     doc = loads_yaml(read_text(cpath), str(cpath))
@@ -294,22 +426,30 @@ def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR) -> Published:
     ids = set(numbers["id"])
     seen: dict[str, int] = {}
     not_configured: dict[str, str] = {}
-    known = _KnownNames()
-    exps = config.get("experiments", {})
+    known = _KnownNames(config_dir)
+    elsewhere: dict[tuple[str, ...], list[str]] = {}  # files -> claims whose experiment only they define
     for i, c in enumerate(doc["claims"]):
         where = f"{cpath}: claims[{i}] ({c['id']})"
         if c["id"] in seen:
             raise ConfigError(f"{where}.id", f"duplicate claim id (first: claims[{seen[c['id']]}])")
         seen[c["id"]] = i
+        _check_finite(c, where)
         _check_shape(c, where)
         if c["metric"] not in METRICS:
             raise ConfigError(f"{where}.metric", f"unknown metric {c['metric']!r}; known: {', '.join(METRICS)}")
+        _check_reachable(c, where)
         if c["paper"] not in papers:
             raise ConfigError(f"{where}.paper", f"unknown paper {c['paper']!r}; known: {', '.join(papers)}")
         for s in c["sources"]:
             if s not in ids:
                 raise ConfigError(f"{where}.sources", f"{s!r} is no id of numbers.csv")
-        if c["experiment"] not in exps:
+        files = known.experiment(c["experiment"], f"{where}.experiment", config)
+        ctl = (c.get("control") or {}).get("experiment")
+        ctl_files = known.experiment(ctl, f"{where}.control.experiment", config) if ctl else []
+        for f in (files, ctl_files):
+            if f:
+                elsewhere.setdefault(tuple(f), []).append(c["id"])
+        if files:
             not_configured[c["id"]] = f"experiment {c['experiment']!r} not in config"
             continue
         reason = _check_names(c, where, config, known)
@@ -317,4 +457,7 @@ def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR) -> Published:
             not_configured[c["id"]] = reason
         # requires.workload names the published setting; a config without that workload makes an
         # absolute claim "not comparable", never an error.
-    return Published(papers, doc["claims"], numbers, sources, not_configured)
+    warnings = [f"claim(s) {', '.join(dict.fromkeys(cids))} name experiment(s) defined only in "
+                f"{' and '.join(files)}, not in this config: not comparable in this run (run with --configfile "
+                f"{files[0]} to evaluate them)" for files, cids in elsewhere.items()]
+    return Published(papers, doc["claims"], numbers, sources, not_configured, warnings)

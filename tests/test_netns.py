@@ -100,6 +100,12 @@ def test_sim_vs_netns_table_ratios_and_order():
     assert set(t["order_agrees"]) == {False}  # simulated: a < b < c
     assert t["order_sim"].iloc[0] == "a < b < c" and t["order_real"].iloc[0] == "a < c < b"
     assert set(t["missing"]) == {"d (real: crashed)"}
+    # c and b: 150 < 200 real, 150 > 140 simulated, both by more than 5 %: discordant; a and c
+    # agree; a and b: 100 < 200 real, 110 < 140 simulated
+    assert set(t["order_agrees_beyond_margin"]) == {False}
+    assert t["order_discordant"].iloc[0] == "c < b real, > simulated"
+    near = nb.table({**real, ("b", 2, 100.0): {"step": 152.0, "compute": 50.0, "comm": 90.0}}, sim, {100.0: 9.0}, spec)
+    assert set(near["order_agrees"]) == {False} and set(near["order_agrees_beyond_margin"]) == {True}
     assert list(t.columns[:7]) == ["method", "ranks", "bandwidth_mbit", "real_step_ms", "sim_step_ms", "ratio",
                                    "within_15pct"]
     with pytest.raises(Exception, match=r"benchmarks\.sim_vs_netns: unknown key\(s\) \['rate'\]"):

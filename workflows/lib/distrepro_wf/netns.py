@@ -264,8 +264,12 @@ def testbed(hosts: int, rate_mbit: float, subnet: str = DEFAULT_SUBNET, reaper: 
         yield tb
     finally:
         tb.down()
-        if watchdog is not None:
-            watchdog.wait(timeout=10)
+        if watchdog is not None:  # it ends by itself once the testbed is gone
+            try:
+                watchdog.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                watchdog.kill()
+                watchdog.wait()
 
 
 # -- measurements ---------------------------------------------------------------------------

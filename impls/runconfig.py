@@ -106,10 +106,18 @@ class RunConfig:
             platform_config(self.platform if self.platform is not None else "ethernet_10g")
             profile_config(self.profile if self.profile is not None else "measured")
         else:
-            for k in ("platform", "profile"):
-                if getattr(self, k) is not None:
-                    raise ConfigError(k, f"only simulated runs (backend: simgrid) have a {k}; this run's backend "
-                                         f"is {self.backend!r}")
+            if self.platform is not None:
+                raise ConfigError("platform", f"only simulated runs (backend: simgrid) have a platform; this run's "
+                                              f"backend is {self.backend!r}")
+            if self.profile is not None:  # real ranks: a fixed compute time, charged as a sleep (ChargedClock)
+                from .sim.profiles import profile_config
+
+                prof = profile_config(self.profile)
+                if prof.name != "fixed" or prof.model_mb is not None:
+                    raise ConfigError("profile", f"real ranks (backend {self.backend!r}) take only a profile "
+                                                 f"{{name: fixed, step_ms: ..., jitter: ...}} (their compute charged "
+                                                 f"as a sleep; messages weigh their real bytes, no model_mb); got "
+                                                 f"{self.profile!r}; other profiles need backend: simgrid")
 
 
 @dataclass

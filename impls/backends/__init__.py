@@ -68,6 +68,36 @@ class Clock:
         return {"kind": "wall clock"}
 
 
+class ChargedClock(Clock):
+    """Wall-clock time whose compute is charged by a ``fixed`` timing profile, as the
+    simulated clock charges it (:class:`impls.backends.sim.SimClock`): the real
+    forward/backward still runs, then the rank sleeps ``max(0, step_s - elapsed)``, so a
+    step's compute lasts ``max(step_s, real compute)``.  With the profile's time above
+    the real one (the intent) every rank's compute is exactly the profile's, however
+    many ranks share the cores, and the network (a shaped one, :mod:`distrepro_wf.netns`)
+    is what is measured.  Where the real compute exceeds ``step_s`` the step takes the
+    real time (a sign the profile is too small for this machine; ``time/compute_s``
+    shows it).  Only the forward/backward is charged; the rest of a step (optimizer,
+    gossip arithmetic, compression) runs at this machine's real speed, which the
+    simulator does not charge.
+
+    ``step_s(batch)``: the profile's compute of one step (:meth:`impls.sim.profiles.Profile.step_time`)."""
+
+    def __init__(self, step_s: Callable[[Any], float], description: dict[str, Any] | None = None):
+        self._step_s = step_s
+        self._description = description or {}
+
+    @contextmanager
+    def compute(self, *what: Any) -> Iterator[None]:
+        t0 = time.perf_counter()
+        yield
+        batch = what[1] if len(what) > 1 else None
+        self.sleep(self._step_s(batch) - (time.perf_counter() - t0))
+
+    def describe(self) -> dict[str, Any]:
+        return {**self._description, "kind": "wall clock, compute charged by a fixed profile (sleep to step_ms)"}
+
+
 class Backend:
     """A single process, no peers: what the runtime uses outside torchrun (and validation)."""
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..backends import Backend, Clock, current_backend
+from ..backends import Backend, ChargedClock, Clock, current_backend
 from ..backends.torch_dist import use_cuda
 from ..comm import Communicator
 from ..data.sampler import build_sampler
@@ -192,6 +192,11 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
     run, wl = res.run, res.workload
     out_dir = Path(out_dir)
     backend = backend if backend is not None else current_backend(run.backend)
+    if clock is None and run.profile is not None:  # real ranks under a fixed profile (ChargedClock)
+        from ..sim.profiles import Profile, profile_config
+
+        prof = Profile(profile_config(run.profile))
+        clock = ChargedClock(prof.step_time(run.seed, backend.rank), prof.describe())
     clock = clock if clock is not None else Clock()
     rank, workers = backend.rank, run.nodes
     roles = res.algorithm_cls.roles(workers, res.algorithm)

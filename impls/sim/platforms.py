@@ -29,6 +29,11 @@ Presets:
   each rack's uplink (``uplink_gbps``, 10: 8:1 oversubscribed, as shared clusters are) shared by its nodes and by seeded background
   traffic between racks, on average ``background_load`` of each uplink (on/off bursts
   of ``burst_mb`` with exponential gaps, seeded by the run's seed).
+* ``star`` - a custom network: hosts on one non-blocking switch, each NIC of
+  ``nic_gbps`` (both required, no default) and ``latency_us`` end to end, e.g.
+  ``{name: star, nic_gbps: 0.1, latency_us: 9}`` (the shaped namespaces of
+  :mod:`distrepro_wf.netns`: their tbf rate and their measured latency).  Any preset's
+  numbers can be overridden the same way.
 * ``fat_tree`` - a two-level, full-bisection fat tree for 64-256 nodes (16 nodes per
   leaf switch, 16 spine switches), 100 Gbit/s links, 1 us per hop.
 
@@ -58,6 +63,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "shared_hpc": {"nic_gbps": 10.0, "latency_us": 50.0, "max_hosts": 256, "rack_size": 8, "uplink_gbps": 10.0,
                    "background_load": 0.5, "burst_mb": 64.0},
     "fat_tree": {"nic_gbps": 100.0, "latency_us": 4.0, "max_hosts": 256},
+    # a network you describe: no defaults for its two numbers (e.g. the shaped namespaces
+    # of distrepro_wf.netns: their tbf rate and measured veth latency)
+    "star": {"nic_gbps": None, "latency_us": None, "max_hosts": 256},
 }
 _RACK_KEYS = ("rack_size", "uplink_gbps", "background_load", "burst_mb")
 
@@ -78,6 +86,9 @@ class PlatformConfig:
         preset = PRESETS[self.name]
         for k, v in preset.items():
             if getattr(self, k) is None:
+                if v is None:
+                    raise ConfigError(f"{key}.{k}", f"platform {self.name!r} needs {k} (a custom star: give "
+                                                    f"nic_gbps and latency_us)")
                 setattr(self, k, v)
         for k in _RACK_KEYS:
             if k not in preset and getattr(self, k) is not None:
@@ -147,6 +158,7 @@ def _star(cfg: PlatformConfig, n: int) -> Platform:
 
 PLATFORMS.register("ethernet_10g")(_star)
 PLATFORMS.register("infiniband_100g")(_star)
+PLATFORMS.register("star")(_star)
 
 
 @PLATFORMS.register("shared_hpc")

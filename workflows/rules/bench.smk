@@ -115,6 +115,28 @@ rule bench_sim_vs_real:
         "../scripts/bench_sim_vs_real.py"
 
 
+from distrepro_wf import netnsbench
+
+netnsbench.bench_spec(config.get("benchmarks", {}).get("sim_vs_netns"))  # unknown keys refused before any job
+
+
+# sim_vs_netns.csv (a target of its own: it needs root): every method on real ranks, each a host in a
+# network namespace of its own, links shaped by tc tbf, against SimGrid on the same bandwidth and the
+# measured latency; netns_link.csv: the testbed's latency, payload rate and gloo's per-message overhead.
+#   snakemake --cores 2 bench_sim_vs_netns
+rule bench_sim_vs_netns:
+    output:
+        table="results/bench/sim_vs_netns.csv",
+        link="results/bench/netns_link.csv",
+    log:
+        "results/logs/bench/sim_vs_netns.log",
+    params:
+        spec=config.get("benchmarks", {}).get("sim_vs_netns", {}),
+    threads: 64  # real ranks sleep through their compute, but share the cores: nothing else beside them
+    script:
+        "../scripts/bench_sim_vs_netns.py"
+
+
 rule bench_compression:
     output:
         "results/bench/compression_throughput.csv",

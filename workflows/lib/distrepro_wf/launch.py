@@ -81,9 +81,17 @@ def torchrun_command(nodes: int, plan_path: str, launcher: Mapping[str, Any] | N
     srun.append("--kill-on-bad-exit=1")  # one torchrun dies: stop the others (not wait for the rendezvous)
     # one bash string per task: the head node and port are expanded there, every path is quoted
     return [*srun, "bash", "-c",
-            " ".join([shlex.quote(python), "-m", "torch.distributed.run", f"--nnodes={hosts}",
-                      f"--nproc-per-node={per}", "--rdzv-backend=c10d", f"--rdzv-endpoint={HEAD}:{PORT}",
-                      "--rdzv-id=$SLURM_JOB_ID", shlex.join(entry)])]
+            " ".join([shlex.quote(python), "-m", "torch.distributed.run",
+                      *multinode_args(hosts, per, f"{HEAD}:{PORT}", "$SLURM_JOB_ID"), shlex.join(entry)])]
+
+
+def multinode_args(hosts: int, per: int, endpoint: str, rdzv_id: str) -> list[str]:
+    """torchrun's arguments of one host of a multi-host launch: ``hosts`` torchruns of
+    ``per`` ranks each rendezvous (c10d) at ``endpoint`` (the first host's address:port)
+    under ``rdzv_id``.  Used by the Slurm launch (shell-expanded endpoint and id) and by
+    the network-namespace tier (:mod:`distrepro_wf.netns`), which tests it for real."""
+    return [f"--nnodes={hosts}", f"--nproc-per-node={per}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
+            f"--rdzv-id={rdzv_id}"]
 
 
 def launch_world(cfg: Mapping[str, Any]) -> int | None:

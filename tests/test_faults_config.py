@@ -145,6 +145,10 @@ def test_the_tiny_config_itself_is_valid():
     assert len(validate(copy.deepcopy(TINY))) == 4
 
 
+# a "billion laughs" document: 9 levels of 9 aliases expand 32 written nodes into 4.4e9
+ALIAS_BOMB = "benchmarks:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+
 DUPLICATES = [
     ("experiment_twice", "experiments:\n  a: {workload: w}\n  b: {}\n  a: {workload: v}\n",
      "line 4: duplicate key 'experiments.a' (first defined on line 2)"),
@@ -155,6 +159,10 @@ DUPLICATES = [
     ("yaml_syntax", "experiments:\n  a: [1, 2\n", "YAML syntax error: line 3, column 1"),
     ("yaml_tab_indent", "experiments:\n\ta: 1\n", "YAML syntax error: line 2, column 1"),
     ("not_a_mapping", "- a\n- b\n", "expected a mapping of experiments"),
+    # issue 26 row 12: alias expansion is bounded before anything is built (or copied to a job)
+    ("alias_bomb", ALIAS_BOMB, "line 6, column 7: YAML aliases expand this document from 32 to 4412961518 nodes"),
+    ("self_referential_mapping", "experiments: &e\n  a: *e\n", "line 1, column 14: an alias refers to its own"),
+    ("self_referential_list", "stragglers: &s [*s]\n", "line 1, column 13: an alias refers to its own anchor"),
 ]
 
 
@@ -165,6 +173,19 @@ def test_config_files_are_read_strictly(tmp_path, text, message):
     with pytest.raises(ConfigError) as e:
         check_config_files([p])
     assert e.value.key == str(p) and message in str(e.value), str(e.value)
+
+
+def test_aliases_within_the_bound_still_load(tmp_path):
+    from distrepro_wf.yamlio import MAX_ALIAS_NODES, loads_yaml
+
+    doc = loads_yaml("w: &w {lr: 0.1, milestones: [1, 2]}\nv: *w\nu: {<<: *w, gamma: 0.2}\n", "c.yaml")
+    assert doc == {"w": {"lr": 0.1, "milestones": [1, 2]}, "v": {"lr": 0.1, "milestones": [1, 2]},
+                   "u": {"lr": 0.1, "milestones": [1, 2], "gamma": 0.2}}
+    anchor = "a: &a [" + ", ".join(["1"] * 1000) + "]\n"  # 1001 nodes, each alias adds them again
+    refs = "".join(f"b{i}: *a\n" for i in range(9))
+    assert MAX_ALIAS_NODES == 10_000 and len(loads_yaml(anchor + refs, "c.yaml")) == 10  # 9009 added: allowed
+    with pytest.raises(ConfigError, match="from 1013 to 11023 nodes .past 10000 here.; at most 10000 may come"):
+        loads_yaml(anchor + refs + "c: *a\n", "c.yaml")  # 10010 added
 
 
 def test_a_binary_config_file_is_a_clear_error(tmp_path):
@@ -183,10 +204,18 @@ def test_the_shipped_configs_have_no_duplicate_keys():
 @pytest.mark.parametrize("case,message", [
     ("duplicate", "duplicate key 'experiments.smoke.methods.sgp' (first defined on line "),
     ("lr_nan", "workloads.tiny.optimizer.lr: must be a finite number, got nan"),
+    # issue 26 row 13: Snakemake reads a --configfile before the Snakefile; the workflow profile
+    # (profiles/default) checks it first: file, line and column, no traceback
+    ("self_referential", "c.yaml: line 1, column 14: an alias refers to its own anchor"),
+    ("yaml_syntax", "c.yaml: YAML syntax error: line 3, column 1: while parsing a flow sequence"),
 ])
 def test_the_pipeline_stops_before_any_job_and_keeps_earlier_results(tmp_path, case, message):
     text = yaml.safe_dump(TINY, sort_keys=False)
-    if case == "duplicate":
+    if case == "self_referential":
+        text = "experiments: &e\n  a: *e\n"
+    elif case == "yaml_syntax":
+        text = "experiments:\n  a: [1, 2\n"
+    elif case == "duplicate":
         text = text.replace("    methods:\n      allreduce_sgd: {}\n      sgp: {}\n",
                             "    methods:\n      allreduce_sgd: {}\n      sgp: {}\n      sgp: {nodes: [2]}\n")
     else:

@@ -7,6 +7,13 @@ that would train "successfully" into garbage), unknown registry names and argume
 dataset roots, partitions and sizes that used to fail only inside a job, keys defined
 twice and YAML syntax errors.  Each case names the key the error must point at and a
 piece of the message.
+
+Issue 26 (second pass) adds: more ranks than the launcher can start (row 1: local per CPU,
+Slurm's cap), a gossip method at 100,000 ranks refused by count and validated without an
+n x n matrix, the simulator's host cap (row 2), ``launcher.backend: nccl`` where no GPU
+can run it (row 10), alias bombs and self-referential YAML in every file read (row 12),
+and a bad ``--configfile`` given to plain ``snakemake`` (row 13: the workflow profile
+checks it before Snakemake's own reader).
 """
 
 import copy
@@ -46,6 +53,13 @@ def _set(path, value):
         for k in head:
             node = node.setdefault(k, {})
         node[last] = value(_root) if callable(value) else value
+    return mutate
+
+
+def _both(*mutations):
+    def mutate(c, root):
+        for m in mutations:
+            m(c, root)
     return mutate
 
 
@@ -125,6 +139,32 @@ CASES = [
      f"{M}.sgp.workload_overrides.optimizer.lrr", "unknown key; allowed keys: lr, momentum"),
     ("override_bad_value", _set(f"{M}.sgp.workload_overrides", {"optimizer": {"lr": -1.0}}),
      f"{M}.sgp.workload_overrides.optimizer.lr", "must be >= 0"),
+    # issue 26 row 1: more ranks than the launcher can start, refused before any job
+    ("ranks_beyond_this_machine", _set("experiments.smoke.nodes", [100000]), "experiments.smoke.nodes",
+     "a launch of 100000 ranks exceeds what launcher.kind: local starts on this machine: "
+     "launcher.max_ranks_per_cpu (16) x "),
+    ("method_ranks_beyond_this_machine", _set(f"{M}.allreduce_sgd.nodes", [100000]), f"{M}.allreduce_sgd.nodes",
+     "allowed: 1.."),
+    ("slurm_ranks_beyond_the_cap", _both(_set("launcher.kind", "slurm"), _set("experiments.smoke.nodes", [100000])),
+     "experiments.smoke.nodes", "a launch of 100000 ranks exceeds launcher.max_ranks (4096); allowed: 1..4096 ranks "
+                                "per launch (raise launcher.max_ranks, at most 65536"),
+    ("slurm_cap_beyond_its_range", _set("launcher.max_ranks", 100000), "launcher.max_ranks",
+     "100000 is greater than the maximum of 65536"),
+    ("local_factor_beyond_its_range", _set("launcher.max_ranks_per_cpu", 0), "launcher.max_ranks_per_cpu",
+     "0 is less than the minimum of 1"),
+    # issue 26 row 2: sgp at 100000 ranks is refused by count, not by an 80 GB mixing matrix; the
+    # simulated platform hosts at most 1024 ranks (fat_tree: its 256)
+    ("sgp_ranks_beyond_this_machine", _both(_set(M, {"sgp": {}}), _set("experiments.smoke.nodes", [100000])),
+     "experiments.smoke.nodes", "launcher.max_ranks_per_cpu (16) x "),
+    ("sim_hosts_beyond_the_simulator",
+     _both(_set("experiments.smoke.backend", "simgrid"), _set("experiments.smoke.nodes", [100000]),
+           _set("experiments.smoke.platform", {"name": "ethernet_10g", "max_hosts": 100000})),
+     "experiments.smoke.platform.max_hosts", "must be >= 1 and <= 1024, got 100000"),
+    ("fat_tree_hosts_beyond_its_switches",
+     _both(_set("experiments.smoke.backend", "simgrid"), _set("experiments.smoke.nodes", [300]),
+           _set("experiments.smoke.platform", {"name": "fat_tree", "max_hosts": 300})),
+     "experiments.smoke.platform.max_hosts", "fat_tree is built with 256 hosts (16 leaf switches of 16); "
+                                             "allowed: 1..256, got 300"),
 ]
 
 
@@ -148,6 +188,40 @@ def test_the_tiny_config_itself_is_valid():
 # a "billion laughs" document: 9 levels of 9 aliases expand 32 written nodes into 4.4e9
 ALIAS_BOMB = "benchmarks:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+
+def test_validation_builds_no_n_by_n_state():
+    """Issue 26 row 2: a gossip method at 65536 ranks (allowed under a raised Slurm cap) is
+    validated in O(n): its graph's spectral gap, a 34 GB mixing matrix there, waits for the
+    run's set-up, so validation reaches the workload's checks."""
+    cfg = copy.deepcopy(TINY)
+    cfg["launcher"].update(kind="slurm", max_ranks=65536)
+    cfg["experiments"]["smoke"].update(nodes=[65536], methods={"sgp": {}})
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    assert e.value.key == f"{WL}.batch_size" and "x 65536 workers" in str(e.value), str(e.value)
+
+
+def test_nccl_is_refused_where_it_cannot_run():
+    """Issue 26 row 10: launcher.backend: nccl on local ranks needs a CUDA GPU per rank here
+    (else every launch fails not_started, on every invocation); under Slurm the ranks run on
+    the cluster's GPU nodes, so the submitting machine's GPUs do not matter."""
+    import torch
+    import torch.distributed as dist
+
+    gpus = torch.cuda.device_count() if dist.is_nccl_available() else 0
+    cfg = copy.deepcopy(TINY)
+    cfg["launcher"]["backend"] = "nccl"
+    if gpus >= 2:  # TINY's largest launch: 2 ranks
+        assert len(validate(cfg)) == 4
+    else:
+        with pytest.raises(ConfigError) as e:
+            validate(cfg)
+        assert e.value.key == "launcher.backend", str(e.value)
+        assert (f"'nccl' cannot run here: a local launch of {1 if gpus == 0 else 2} rank(s) needs one CUDA GPU "
+                f"per rank, this machine has {gpus} usable by NCCL; allowed values here: auto, gloo") in str(e.value)
+    cfg["launcher"].update(kind="slurm", gpus_per_node=8)
+    assert len(validate(cfg)) == 4
+
 
 DUPLICATES = [
     ("experiment_twice", "experiments:\n  a: {workload: w}\n  b: {}\n  a: {workload: v}\n",

@@ -167,8 +167,8 @@ class GossipAlgorithm(Algorithm):
 
     def setup(self, model: nn.Module) -> None:
         self.model = model
-        if self.gap is None:  # O(n^2) memory, O(n^3) time: once per process, never during validation
-            self.gap = period_gap(self.cfg.topology, self.ctx.world)
+        if self.gap is None:  # O(n^2) memory, O(n^3) time: at set-up, never during validation
+            self.gap = self._spectral_gap()
         if self.optimizer_use == "owns":  # the method applies lr and the L2 term itself
             self.optimizer, self.wd = None, self.ctx.optim.weight_decay
         else:
@@ -178,6 +178,10 @@ class GossipAlgorithm(Algorithm):
         if self.pushsum:
             self.x = flat_params(model)
             self.w = torch.ones(1, dtype=self.x.dtype, device=self.x.device)
+
+    def _spectral_gap(self) -> float:
+        """The metric ``gossip/spectral_gap``: of one period of the graph (once per process)."""
+        return period_gap(self.cfg.topology, self.ctx.world)
 
     def epoch_end(self, epoch: int) -> dict[str, float]:
         return {"gossip/spectral_gap": self.gap}

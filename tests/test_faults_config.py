@@ -189,13 +189,18 @@ def test_the_tiny_config_itself_is_valid():
 ALIAS_BOMB = "benchmarks:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
 
-def test_validation_builds_no_n_by_n_state():
+@pytest.mark.parametrize("methods", [
+    {"sgp": {}},
+    {"d2": {"workload_overrides": {"optimizer": {"momentum": 0.0, "nesterov": False}}}},  # its eigenvalue check
+], ids=["sgp", "d2"])
+def test_validation_builds_no_n_by_n_state(methods):
     """Issue 26 row 2: a gossip method at 65536 ranks (allowed under a raised Slurm cap) is
-    validated in O(n): its graph's spectral gap, a 34 GB mixing matrix there, waits for the
-    run's set-up, so validation reaches the workload's checks."""
+    validated in O(n): its graph's spectral gap, from a 34 GB mixing matrix there, waits for
+    the run's set-up, and D^2's smallest eigenvalue of a ring is closed-form, so validation
+    reaches the workload's checks."""
     cfg = copy.deepcopy(TINY)
     cfg["launcher"].update(kind="slurm", max_ranks=65536)
-    cfg["experiments"]["smoke"].update(nodes=[65536], methods={"sgp": {}})
+    cfg["experiments"]["smoke"].update(nodes=[65536], methods=methods)
     with pytest.raises(ConfigError) as e:
         validate(cfg)
     assert e.value.key == f"{WL}.batch_size" and "x 65536 workers" in str(e.value), str(e.value)

@@ -62,6 +62,12 @@ class Graph:
         """Number of iterations after which the peer schedule repeats."""
         return 1
 
+    def min_eigenvalue(self, itr: int) -> float:
+        """Smallest eigenvalue of a symmetric graph's ``W`` at ``itr`` (D^2's condition).  Here
+        from the n x n matrix; ``ring`` and ``complete`` override it in closed form, O(1),
+        so that validating at any node count builds no n x n state."""
+        return float(torch.linalg.eigvalsh(self.mixing_matrix(itr)).min())
+
     def mixing_matrix(self, itr: int) -> torch.Tensor:
         n = self.world
         W = torch.zeros(n, n, dtype=torch.float64)
@@ -101,6 +107,9 @@ class Complete(Graph):
 
     in_peers = out_peers
 
+    def min_eigenvalue(self, itr):
+        return 1.0 if self.world == 1 else 0.0  # W = 11^T / n: eigenvalues 1 and 0
+
 
 @TOPOLOGIES.register("ring")
 class Ring(Graph):
@@ -111,6 +120,14 @@ class Ring(Graph):
         return sorted({(rank - 1) % n, (rank + 1) % n} - {rank})
 
     in_peers = out_peers
+
+    def min_eigenvalue(self, itr):
+        """A circulant ``W``: eigenvalues ``1/3 + 2/3 cos(2 pi k / n)`` for n >= 3, smallest at
+        ``k = floor(n / 2)`` (``-1/3`` for even n); n = 2: ``{1, 0}``; n = 1: ``{1}``."""
+        n = self.world
+        if n <= 2:
+            return 1.0 if n == 1 else 0.0
+        return 1 / 3 + 2 / 3 * math.cos(2 * math.pi * (n // 2) / n)
 
 
 def _log2(n: int) -> int:

@@ -7,6 +7,13 @@ that would train "successfully" into garbage), unknown registry names and argume
 dataset roots, partitions and sizes that used to fail only inside a job, keys defined
 twice and YAML syntax errors, and (issue 26 row 9) a ``workload.target`` its metric can
 never reach.  Each case names the key the error must point at and a piece of the message.
+
+Issue 26 (second pass) adds: more ranks than the launcher can start (row 1: local per CPU,
+Slurm's cap), a gossip method at 100,000 ranks refused by count and validated without an
+n x n matrix, the simulator's host cap (row 2), ``launcher.backend: nccl`` where no GPU
+can run it (row 10), alias bombs and self-referential YAML in every file read (row 12),
+and a bad ``--configfile`` given to plain ``snakemake`` (row 13: the workflow profile
+checks it before Snakemake's own reader).
 """
 
 import copy
@@ -46,6 +53,13 @@ def _set(path, value):
         for k in head:
             node = node.setdefault(k, {})
         node[last] = value(_root) if callable(value) else value
+    return mutate
+
+
+def _both(*mutations):
+    def mutate(c, root):
+        for m in mutations:
+            m(c, root)
     return mutate
 
 
@@ -131,6 +145,32 @@ CASES = [
      f"{M}.sgp.workload_overrides.optimizer.lrr", "unknown key; allowed keys: lr, momentum"),
     ("override_bad_value", _set(f"{M}.sgp.workload_overrides", {"optimizer": {"lr": -1.0}}),
      f"{M}.sgp.workload_overrides.optimizer.lr", "must be >= 0"),
+    # issue 26 row 1: more ranks than the launcher can start, refused before any job
+    ("ranks_beyond_this_machine", _set("experiments.smoke.nodes", [100000]), "experiments.smoke.nodes",
+     "a launch of 100000 ranks exceeds what launcher.kind: local starts on this machine: "
+     "launcher.max_ranks_per_cpu (16) x "),
+    ("method_ranks_beyond_this_machine", _set(f"{M}.allreduce_sgd.nodes", [100000]), f"{M}.allreduce_sgd.nodes",
+     "allowed: 1.."),
+    ("slurm_ranks_beyond_the_cap", _both(_set("launcher.kind", "slurm"), _set("experiments.smoke.nodes", [100000])),
+     "experiments.smoke.nodes", "a launch of 100000 ranks exceeds launcher.max_ranks (4096); allowed: 1..4096 ranks "
+                                "per launch (raise launcher.max_ranks, at most 65536"),
+    ("slurm_cap_beyond_its_range", _set("launcher.max_ranks", 100000), "launcher.max_ranks",
+     "100000 is greater than the maximum of 65536"),
+    ("local_factor_beyond_its_range", _set("launcher.max_ranks_per_cpu", 0), "launcher.max_ranks_per_cpu",
+     "0 is less than the minimum of 1"),
+    # issue 26 row 2: sgp at 100000 ranks is refused by count, not by an 80 GB mixing matrix; the
+    # simulated platform hosts at most 1024 ranks (fat_tree: its 256)
+    ("sgp_ranks_beyond_this_machine", _both(_set(M, {"sgp": {}}), _set("experiments.smoke.nodes", [100000])),
+     "experiments.smoke.nodes", "launcher.max_ranks_per_cpu (16) x "),
+    ("sim_hosts_beyond_the_simulator",
+     _both(_set("experiments.smoke.backend", "simgrid"), _set("experiments.smoke.nodes", [100000]),
+           _set("experiments.smoke.platform", {"name": "ethernet_10g", "max_hosts": 100000})),
+     "experiments.smoke.platform.max_hosts", "must be >= 1 and <= 1024, got 100000"),
+    ("fat_tree_hosts_beyond_its_switches",
+     _both(_set("experiments.smoke.backend", "simgrid"), _set("experiments.smoke.nodes", [300]),
+           _set("experiments.smoke.platform", {"name": "fat_tree", "max_hosts": 300})),
+     "experiments.smoke.platform.max_hosts", "fat_tree is built with 256 hosts (16 leaf switches of 16); "
+                                             "allowed: 1..256, got 300"),
 ]
 
 
@@ -151,6 +191,49 @@ def test_the_tiny_config_itself_is_valid():
     assert len(validate(copy.deepcopy(TINY))) == 4
 
 
+# a "billion laughs" document: 9 levels of 9 aliases expand 32 written nodes into 4.4e9
+ALIAS_BOMB = "benchmarks:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+
+@pytest.mark.parametrize("methods", [
+    {"sgp": {}},
+    {"d2": {"workload_overrides": {"optimizer": {"momentum": 0.0, "nesterov": False}}}},  # its eigenvalue check
+], ids=["sgp", "d2"])
+def test_validation_builds_no_n_by_n_state(methods):
+    """Issue 26 row 2: a gossip method at 65536 ranks (allowed under a raised Slurm cap) is
+    validated in O(n): its graph's spectral gap, from a 34 GB mixing matrix there, waits for
+    the run's set-up, and D^2's smallest eigenvalue of a ring is closed-form, so validation
+    reaches the workload's checks."""
+    cfg = copy.deepcopy(TINY)
+    cfg["launcher"].update(kind="slurm", max_ranks=65536)
+    cfg["experiments"]["smoke"].update(nodes=[65536], methods=methods)
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    assert e.value.key == f"{WL}.batch_size" and "x 65536 workers" in str(e.value), str(e.value)
+
+
+def test_nccl_is_refused_where_it_cannot_run():
+    """Issue 26 row 10: launcher.backend: nccl on local ranks needs a CUDA GPU per rank here
+    (else every launch fails not_started, on every invocation); under Slurm the ranks run on
+    the cluster's GPU nodes, so the submitting machine's GPUs do not matter."""
+    import torch
+    import torch.distributed as dist
+
+    gpus = torch.cuda.device_count() if dist.is_nccl_available() else 0
+    cfg = copy.deepcopy(TINY)
+    cfg["launcher"]["backend"] = "nccl"
+    if gpus >= 2:  # TINY's largest launch: 2 ranks
+        assert len(validate(cfg)) == 4
+    else:
+        with pytest.raises(ConfigError) as e:
+            validate(cfg)
+        assert e.value.key == "launcher.backend", str(e.value)
+        assert (f"'nccl' cannot run here: a local launch of {1 if gpus == 0 else 2} rank(s) needs one CUDA GPU "
+                f"per rank, this machine has {gpus} usable by NCCL; allowed values here: auto, gloo") in str(e.value)
+    cfg["launcher"].update(kind="slurm", gpus_per_node=8)
+    assert len(validate(cfg)) == 4
+
+
 DUPLICATES = [
     ("experiment_twice", "experiments:\n  a: {workload: w}\n  b: {}\n  a: {workload: v}\n",
      "line 4: duplicate key 'experiments.a' (first defined on line 2)"),
@@ -161,6 +244,10 @@ DUPLICATES = [
     ("yaml_syntax", "experiments:\n  a: [1, 2\n", "YAML syntax error: line 3, column 1"),
     ("yaml_tab_indent", "experiments:\n\ta: 1\n", "YAML syntax error: line 2, column 1"),
     ("not_a_mapping", "- a\n- b\n", "expected a mapping of experiments"),
+    # issue 26 row 12: alias expansion is bounded before anything is built (or copied to a job)
+    ("alias_bomb", ALIAS_BOMB, "line 6, column 7: YAML aliases expand this document from 32 to 4412961518 nodes"),
+    ("self_referential_mapping", "experiments: &e\n  a: *e\n", "line 1, column 14: an alias refers to its own"),
+    ("self_referential_list", "stragglers: &s [*s]\n", "line 1, column 13: an alias refers to its own anchor"),
 ]
 
 
@@ -171,6 +258,19 @@ def test_config_files_are_read_strictly(tmp_path, text, message):
     with pytest.raises(ConfigError) as e:
         check_config_files([p])
     assert e.value.key == str(p) and message in str(e.value), str(e.value)
+
+
+def test_aliases_within_the_bound_still_load(tmp_path):
+    from distrepro_wf.yamlio import MAX_ALIAS_NODES, loads_yaml
+
+    doc = loads_yaml("w: &w {lr: 0.1, milestones: [1, 2]}\nv: *w\nu: {<<: *w, gamma: 0.2}\n", "c.yaml")
+    assert doc == {"w": {"lr": 0.1, "milestones": [1, 2]}, "v": {"lr": 0.1, "milestones": [1, 2]},
+                   "u": {"lr": 0.1, "milestones": [1, 2], "gamma": 0.2}}
+    anchor = "a: &a [" + ", ".join(["1"] * 1000) + "]\n"  # 1001 nodes, each alias adds them again
+    refs = "".join(f"b{i}: *a\n" for i in range(9))
+    assert MAX_ALIAS_NODES == 10_000 and len(loads_yaml(anchor + refs, "c.yaml")) == 10  # 9009 added: allowed
+    with pytest.raises(ConfigError, match="from 1013 to 11023 nodes .past 10000 here.; at most 10000 may come"):
+        loads_yaml(anchor + refs + "c: *a\n", "c.yaml")  # 10010 added
 
 
 def test_a_binary_config_file_is_a_clear_error(tmp_path):
@@ -189,10 +289,18 @@ def test_the_shipped_configs_have_no_duplicate_keys():
 @pytest.mark.parametrize("case,message", [
     ("duplicate", "duplicate key 'experiments.smoke.methods.sgp' (first defined on line "),
     ("lr_nan", "workloads.tiny.optimizer.lr: must be a finite number, got nan"),
+    # issue 26 row 13: Snakemake reads a --configfile before the Snakefile; the workflow profile
+    # (profiles/default) checks it first: file, line and column, no traceback
+    ("self_referential", "c.yaml: line 1, column 14: an alias refers to its own anchor"),
+    ("yaml_syntax", "c.yaml: YAML syntax error: line 3, column 1: while parsing a flow sequence"),
 ])
 def test_the_pipeline_stops_before_any_job_and_keeps_earlier_results(tmp_path, case, message):
     text = yaml.safe_dump(TINY, sort_keys=False)
-    if case == "duplicate":
+    if case == "self_referential":
+        text = "experiments: &e\n  a: *e\n"
+    elif case == "yaml_syntax":
+        text = "experiments:\n  a: [1, 2\n"
+    elif case == "duplicate":
         text = text.replace("    methods:\n      allreduce_sgd: {}\n      sgp: {}\n",
                             "    methods:\n      allreduce_sgd: {}\n      sgp: {}\n      sgp: {nodes: [2]}\n")
     else:

@@ -122,6 +122,10 @@ CASES = [
     pytest.param(_write(C, ""), [f"{C}: empty file"], id="claims-empty"),
     pytest.param(_write(C, "- papers\n- claims\n"), [f"{C}: ", "is not of type 'object'"], id="claims-not-a-mapping"),
     pytest.param(_write(C, GARBAGE), [f"{C}: not UTF-8 text"], id="claims-binary-garbage"),
+    pytest.param(_replace(C, "papers:\n", "x:\n  a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+        f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10)) + "papers:\n"),
+                 [f"{C}: line 20, column 7: YAML aliases expand this document", "at most 10000 may come from aliases"],
+                 id="claims-alias-bomb"),
     pytest.param(_edit_claims(lambda doc: _del_key(doc["claims"][0], "metric")),
                  [f"{C}: claims[0] ({FIRST_CLAIM}).metric: required key missing"], id="claim-missing-key"),
     pytest.param(_edit_claims(lambda doc: doc["claims"][0].update(metric="top5")),

@@ -197,3 +197,11 @@ def test_osgp_tau_must_be_non_negative():
 def test_dpsgd_order_choices():
     with pytest.raises(ConfigError, match="allowed values: mix_then_step, step_then_mix"):
         algorithm_config({"name": "dpsgd", "order": "whenever"})
+
+
+@pytest.mark.parametrize("name", ["ring", "complete"])
+def test_closed_form_smallest_eigenvalue_matches_the_matrix(name):
+    """D^2's check at validation uses the closed form (no n x n matrix, issue 26 row 2)."""
+    for n in range(1, 26):
+        g = build_topology(name, n)
+        assert g.min_eigenvalue(0) == pytest.approx(float(torch.linalg.eigvalsh(g.mixing_matrix(0)).min()), abs=1e-12)

@@ -38,7 +38,12 @@ Presets:
   leaf switch, 16 spine switches), 100 Gbit/s links, 1 us per hop.
 
 Choose one with ``platform: {name: ethernet_10g}`` (``backend: simgrid``); more hosts
-than ``max_hosts`` is refused before any job runs.
+than ``max_hosts`` is refused before any job runs.  ``max_hosts`` may be raised up to
+:data:`MAX_SIM_HOSTS` (1024; ``fat_tree``: its 256), what one simulation process can host:
+every rank is a thread of that process with its own model replica, and a ring all-reduce
+costs O(n^2) messages per step.  Measured (2-core machine, the 19 KB digits MLP, 2 steps
+and an evaluation, ``ethernet_10g``): 256 ranks 33 s and 1.0 GB, 1024 ranks 472 s and
+2.3 GB.
 """
 
 from __future__ import annotations
@@ -68,6 +73,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "star": {"nic_gbps": None, "latency_us": None, "max_hosts": 256},
 }
 _RACK_KEYS = ("rack_size", "uplink_gbps", "background_load", "burst_mb")
+#: the most ranks (workers and servers) one simulation hosts: see the module docstring
+MAX_SIM_HOSTS = 1024
+FAT_TREE_HOSTS = 256  # FatTreeParams(2, [16, 16], ...): 16 leaf switches of 16 hosts
 
 
 @dataclass
@@ -75,7 +83,7 @@ class PlatformConfig:
     name: str = field(default="ethernet_10g", metadata={"choices": tuple(PRESETS)})
     nic_gbps: float | None = field(default=None, metadata={"gt": 0})  # each host's link, Gbit/s
     latency_us: float | None = field(default=None, metadata={"min": 0})  # end-to-end per message
-    max_hosts: int | None = field(default=None, metadata={"min": 1})
+    max_hosts: int | None = field(default=None, metadata={"min": 1, "max": MAX_SIM_HOSTS})
     rack_size: int | None = field(default=None, metadata={"min": 1})  # shared_hpc
     uplink_gbps: float | None = field(default=None, metadata={"gt": 0})  # shared_hpc: each rack's uplink
     background_load: float | None = field(default=None, metadata={"min": 0, "lt": 1})  # shared_hpc
@@ -90,6 +98,9 @@ class PlatformConfig:
                     raise ConfigError(f"{key}.{k}", f"platform {self.name!r} needs {k} (a custom star: give "
                                                     f"nic_gbps and latency_us)")
                 setattr(self, k, v)
+        if self.name == "fat_tree" and self.max_hosts > FAT_TREE_HOSTS:
+            raise ConfigError(f"{key}.max_hosts", f"fat_tree is built with {FAT_TREE_HOSTS} hosts (16 leaf "
+                                                  f"switches of 16); allowed: 1..{FAT_TREE_HOSTS}, got {self.max_hosts}")
         for k in _RACK_KEYS:
             if k not in preset and getattr(self, k) is not None:
                 raise ConfigError(f"{key}.{k}", f"only platform 'shared_hpc' has {k!r}, not {self.name!r}")

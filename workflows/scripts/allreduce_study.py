@@ -6,13 +6,13 @@ import logging
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from distrepro_wf import arstudy
+from distrepro_wf.yamlio import load_yaml
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")
-spec = arstudy.load_spec(yaml.safe_load(Path(sm.input.spec).read_text()), sm.input.spec)
+spec = arstudy.load_spec(load_yaml(sm.input.spec), sm.input.spec)
 rows = [r for p in list(sm.input.sim) + [sm.input.real] for r in json.loads(Path(p).read_text())]
 table = arstudy.study_table(rows)
 table.to_csv(sm.output.table, index=False)

@@ -6,14 +6,14 @@ import logging
 import time
 from pathlib import Path
 
-import yaml
 
 from distrepro_wf import arstudy
+from distrepro_wf.yamlio import load_yaml
 
 sm = snakemake  # noqa: F821
 log = sm.log[0]
 logging.basicConfig(filename=log, filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")
-spec = arstudy.load_spec(yaml.safe_load(Path(sm.input.spec).read_text()), sm.input.spec)
+spec = arstudy.load_spec(load_yaml(sm.input.spec), sm.input.spec)
 out = Path(sm.output[0])
 t0 = time.time()
 if "platform" in sm.wildcards.keys():

@@ -41,10 +41,9 @@ COLUMNS = ["backend", "platform", "n", "algorithm", "bytes", "seconds", "alpha_b
 
 def platforms(path: str | os.PathLike) -> list[str]:
     """The simulated platforms a study file sweeps (its ``platforms`` keys): the rule's inputs."""
-    import yaml
+    from .yamlio import load_yaml
 
-    with open(path) as f:
-        return list(yaml.safe_load(f)["platforms"])
+    return list(load_yaml(path)["platforms"])
 
 
 def load_spec(raw: Mapping[str, Any], where: str = "config/allreduce_study.yaml") -> dict[str, Any]:

@@ -6,12 +6,23 @@ that the schema cannot know (workloads, straggler settings, registered algorithm
 their hyperparameters, dataset directories), by resolving each run's config exactly
 as the runtime will, and a ``workload.target`` outside its metric's bounds in the metric
 catalogue (:mod:`distrepro_wf.catalogue`: ``acc/val`` 1.5 can never be reached).
+
+Before any algorithm is built, each launch on real ranks must be one its launcher can
+start (:func:`check_launch`): ``launcher.kind: local`` starts every rank on this machine,
+at most ``launcher.max_ranks_per_cpu`` (default :data:`LOCAL_RANKS_PER_CPU`) per CPU, and
+``backend: nccl`` only with a GPU per rank here; ``launcher.kind: slurm`` at most
+``launcher.max_ranks`` (default :data:`SLURM_MAX_RANKS`; whether the partition has the
+nodes is Slurm's to refuse).  Simulated runs are bounded by their platform's
+``max_hosts`` (at most :data:`impls.sim.platforms.MAX_SIM_HOSTS`).  Validation builds
+nothing of size n x n: an algorithm's set-up at n ranks costs O(n) here (a gossip graph's
+spectral gap, an O(n^2)-memory metric, is computed when a run first reports it).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
@@ -26,6 +37,12 @@ from .yamlio import load_yaml
 WORKFLOW_DIR = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
 RUN_PATTERN = "{experiment}/{method}/n{nodes}/{straggler}/seed{seed}"
+#: launcher.kind local: processes a launch may start per CPU of this machine (launcher.max_ranks_per_cpu).
+#: Generous: 8 per CPU already only measures the operating system's scheduling (a warning
+#: from 2 per CPU on, :func:`oversubscription_warnings`), but the runs are still correct
+LOCAL_RANKS_PER_CPU = 16
+#: launcher.kind slurm: processes of one launch (launcher.max_ranks; the schema allows up to 65536)
+SLURM_MAX_RANKS = 4096
 
 
 class Run(NamedTuple):
@@ -213,6 +230,52 @@ def oversubscription_warnings(runs: Iterable[Run], cores: int, factor: int = 2,
             for e, n in sorted(worst.items()) if n > factor * cores]
 
 
+def machine_cpus() -> int:
+    """CPUs this process may run on (its affinity mask: a container's or ``taskset``'s share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def machine_gpus() -> int:
+    """CUDA GPUs this machine's torch can use with NCCL (0 without CUDA or without NCCL)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_nccl_available()):
+        return 0
+    return torch.cuda.device_count()
+
+
+def check_launch(world: int, launcher: dict[str, Any], backend: str) -> None:
+    """Refuse (ConfigError) a launch of ``world`` processes on real ranks that ``launcher``
+    cannot start: see the module docstring.  ``backend``: the run's process-group backend."""
+    kind = launcher.get("kind", "local")
+    if kind == "slurm":
+        cap = int(launcher.get("max_ranks", SLURM_MAX_RANKS))
+        if world > cap:
+            raise ConfigError("nodes", f"a launch of {world} ranks exceeds launcher.max_ranks ({cap}); allowed: "
+                                       f"1..{cap} ranks per launch (raise launcher.max_ranks, at most 65536, for a "
+                                       "larger cluster, or use the simulated platform: backend: simgrid)")
+        return
+    per_cpu = int(launcher.get("max_ranks_per_cpu", LOCAL_RANKS_PER_CPU))
+    cpus = machine_cpus()
+    if world > per_cpu * cpus:
+        raise ConfigError("nodes", f"a launch of {world} ranks exceeds what launcher.kind: local starts on this "
+                                   f"machine: launcher.max_ranks_per_cpu ({per_cpu}) x {cpus} CPU(s) = "
+                                   f"{per_cpu * cpus}; allowed: 1..{per_cpu * cpus} ranks per launch (raise "
+                                   "launcher.max_ranks_per_cpu, at most 256, or use launcher.kind: slurm or the "
+                                   "simulated platform: backend: simgrid)")
+    if backend == "nccl":
+        gpus = machine_gpus()
+        if gpus < world:
+            raise ConfigError("launcher.backend", f"'nccl' cannot run here: a local launch of {world} rank(s) "
+                                                  f"needs one CUDA GPU per rank, this machine has {gpus} usable "
+                                                  "by NCCL; allowed values here: auto, gloo (nccl runs where the "
+                                                  "GPUs are: launcher.kind: slurm)")
+
+
 def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
     """Where in the user's YAML the runtime key ``key`` (``workload.model.hidden``, ...) was set."""
     if key.split(".")[0] in ("experiments", "workloads", "stragglers", "launcher"):
@@ -226,9 +289,11 @@ def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
             node = node.get(part) if isinstance(node, dict) else None
         if node is not None:
             return f"{method}.workload_overrides{rest}"
+    mspec = exp["methods"][run.method] or {}
     where = {"algorithm": f"{method}.algorithm", "workload": f"workloads.{exp['workload']}",
              "straggler": f"stragglers.{run.straggler}",
-             "nodes": f"experiments.{run.experiment}.nodes", "seed": f"experiments.{run.experiment}.seeds"}
+             "nodes": f"{method}.nodes" if "nodes" in mspec else f"experiments.{run.experiment}.nodes",
+             "seed": f"experiments.{run.experiment}.seeds"}
     for k in ("platform", "profile", "backend"):  # set on the method, or else on the experiment
         where[k] = f"{method}.{k}" if k in (exp["methods"][run.method] or {}) else f"experiments.{run.experiment}.{k}"
     return where[head] + rest if head in where else f"{method}: {key}"
@@ -249,6 +314,9 @@ def validate(config: dict[str, Any]) -> list[Run]:
         try:
             raw = run_config(config, run)
             res = resolve(raw)
+            if not is_simulated(raw):  # a launch its launcher can start, before anything is built at n ranks
+                check_launch(len(res.algorithm_cls.roles(run.nodes, res.algorithm)), config.get("launcher", {}),
+                             raw["backend"])
             if is_simulated(raw):  # the platform has the hosts (workers and servers) the run needs
                 from impls.sim.engine import check_sim_config
 

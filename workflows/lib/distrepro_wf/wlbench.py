@@ -45,9 +45,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
-import yaml
 
 from impls.errors import ConfigError
+
+from .yamlio import load_yaml
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[3]
@@ -128,7 +129,7 @@ def resolve_workload(label: str, entry: Mapping[str, Any], root: Path = REPO) ->
     wl = entry.get("workload", label)
     if isinstance(wl, str):
         path = root / entry["config"]
-        workloads = (yaml.safe_load(path.read_text()) or {}).get("workloads", {})
+        workloads = (load_yaml(path) or {}).get("workloads", {})
         if wl not in workloads:
             raise ConfigError(f"{KEY}.workloads.{label}.workload", f"no workload {wl!r} in {entry['config']}; "
                                                                    f"known: {', '.join(sorted(workloads))}")

@@ -7,6 +7,17 @@ reports every problem as a :class:`~impls.errors.ConfigError` naming the file, t
 line and (for duplicates) the dotted key::
 
     config.yaml: line 12: duplicate key 'experiments.sgp' (first defined on line 3)
+
+Aliases (``*name``, a reference to an ``&name`` anchor) are bounded: PyYAML builds one
+shared object per anchor, but every consumer that copies or serializes the result
+(Snakemake passing a config to its jobs, ``json.dumps``, ``copy.deepcopy``) expands each
+reference, so nine nested levels of nine aliases ("billion laughs") become gigabytes.
+Before anything is constructed, :func:`loads_yaml` counts the nodes the document has once
+every alias is expanded; more than :data:`MAX_ALIAS_NODES` added by aliases, or an alias
+inside its own anchor (a self-referential document, which recursive consumers never
+finish), is an error naming the line and column of the anchor::
+
+    c.yaml: line 6, column 7: YAML aliases expand this document from 32 to 4412961518 nodes (past 10000 here); ...
 """
 
 from __future__ import annotations
@@ -17,6 +28,10 @@ from typing import Any
 import yaml
 
 from impls.errors import ConfigError
+
+#: nodes that aliases may add to a document (all its references expanded); a config that
+#: reuses a workload through an anchor adds tens, a "billion laughs" document billions
+MAX_ALIAS_NODES = 10_000
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -54,10 +69,64 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _where(node: yaml.Node) -> str:
+    return f"line {node.start_mark.line + 1}, column {node.start_mark.column + 1}"
+
+
+def check_aliases(root: yaml.Node, limit: int = MAX_ALIAS_NODES) -> None:
+    """Raise :class:`ConfigError` if expanding every alias of the composed document ``root``
+    adds more than ``limit`` nodes, or if a node contains itself.  Linear in the written
+    document: each node's expanded size is computed once (memoized), depth first without
+    recursion."""
+    size: dict[int, int] = {}
+    written = 0
+    first_big: yaml.Node | None = None  # the first node (innermost) that expands past the limit
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        children = [c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else (
+            node.value if isinstance(node, yaml.SequenceNode) else [])
+        if done:
+            open_.discard(id(node))
+            size[id(node)] = 1 + sum(size[id(c)] for c in children)
+            if first_big is None and size[id(node)] > limit:
+                first_big = node
+            continue
+        if id(node) in size:
+            continue
+        if id(node) in open_:  # reached again before it was finished: it contains itself
+            raise ConfigError("", f"{_where(node)}: an alias refers to its own anchor (a self-referential "
+                                  "document, which cannot be expanded); write the value out")
+        open_.add(id(node))
+        written += 1
+        stack.append((node, True))
+        stack.extend((c, False) for c in reversed(children))
+    expanded = size[id(root)]
+    if expanded - written > limit:
+        raise ConfigError("", f"{_where(first_big or root)}: YAML aliases expand this document from {written} to "
+                              f"{expanded} nodes (past {limit} here); at most {limit} may come from aliases "
+                              "(an alias bomb?): write the values out or use fewer references")
+
+
+def _load(text: str) -> Any:
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_aliases(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def loads_yaml(text: str, source: str) -> Any:
     """Parse ``text`` strictly; ``source`` (a file name) prefixes every error."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        return _load(text)
+    except RecursionError:
+        raise ConfigError(source, "YAML nested too deeply to read") from None
     except ConfigError as e:
         raise ConfigError(source, str(e)[len(e.key) + 2:]) from None
     except yaml.MarkedYAMLError as e:

@@ -50,8 +50,9 @@ def run_cfg(seed: int, target_acc: float = 0.7) -> dict:
                        workload={"target": {"metric": "acc/val", "value": target_acc}})
 
 
-def write_run(root: Path, seed: int, target_acc: float = 0.7) -> Path:
-    """A complete ok 2-rank, 2-epoch run of experiment ``exp`` under ``root``; its run directory."""
+def write_run(root: Path, seed: int, target_acc: float = 0.7, manifest: bool = True) -> Path:
+    """A complete ok 2-rank, 2-epoch run of experiment ``exp`` under ``root``; its run directory
+    (``manifest``: published with its checksum manifest, as runs are since issue 26)."""
     cfg = run_cfg(seed, target_acc)
     run_dir = root / "results/runs/exp/allreduce_sgd/n2/none" / f"seed{seed}"
     run = run_dir / "run"
@@ -71,6 +72,8 @@ def write_run(root: Path, seed: int, target_acc: float = 0.7) -> Path:
     (run / "runinfo.json").write_text(json.dumps({"world": 2, "steps_per_epoch": STEPS, "params": 10,
                                                   "resumed_from_epoch": None}))
     runs.write_run_configs({str(run_dir): cfg})
+    if manifest:
+        runs.write_checksums(run)  # as execute_group publishes a run
     (run_dir / "outcome.json").write_text(json.dumps(runs.ok_outcome(run, "results/logs/train/exp/n2.log")))
     return run_dir
 
@@ -149,8 +152,50 @@ def _drop_epoch(p: Path, epoch: int) -> None:
     p.write_text("".join(lines))
 
 
+def _duplicate_epoch(p: Path, epoch: int) -> None:
+    """An epoch record appended again (a record repeated at the end of the file)."""
+    lines = p.read_text().splitlines(keepends=True)
+    p.write_text("".join(lines) + next(x for x in lines if json.loads(x)["kind"] == "epoch"
+                                       and json.loads(x)["epoch"] == epoch))
+
+
+def _swap_epochs(p: Path) -> None:
+    """The two epochs' records in the other order (each epoch's steps with it)."""
+    lines = p.read_text().splitlines(keepends=True)
+    half = len(lines) // 2
+    p.write_text("".join(lines[half:] + lines[:half]))
+
+
+def _repeat_step(p: Path) -> None:
+    """A step record in place of the next one (same size: only the step index differs by one digit)."""
+    lines = p.read_text().splitlines(keepends=True)
+    lines[2] = lines[1]
+    p.write_text("".join(lines))
+
+
+def _tamper_same_size(p: Path) -> None:
+    """The last epoch's accuracy changed in place, the file's size kept (0.875 -> 0.975)."""
+    text = p.read_text()
+    assert text.count('"acc/val": 0.875') == 1
+    p.write_text(text.replace('"acc/val": 0.875', '"acc/val": 0.975'))
+
+
 # (id, damage to seed 2's run directory, expected reason in failed.csv)
 DAMAGE = [
+    # issue 26 row 4: each of these passed the completeness check and changed runs.csv
+    ("metrics_epoch_duplicated", lambda d: _duplicate_epoch(d / "run/metrics/rank1.jsonl", 1),
+     "damaged: metrics of rank 1: epoch records [1] logged more than once (rank1.jsonl)"),
+    ("metrics_epochs_out_of_order", lambda d: _swap_epochs(d / "run/metrics/rank1.jsonl"),
+     "damaged: metrics of rank 1: line 6: step record (epoch 0, step 0) out of order (rank1.jsonl)"),
+    ("metrics_step_repeated", lambda d: _repeat_step(d / "run/metrics/rank0.jsonl"),
+     "damaged: metrics of rank 0: line 3: step record (epoch 0, step 1) repeated (rank0.jsonl)"),
+    ("metrics_tampered_same_size", lambda d: _tamper_same_size(d / "run/metrics/rank1.jsonl"),
+     "damaged: metrics/rank1.jsonl changed since the run was published"),
+    ("metrics_other_ranks_copy", lambda d: shutil.copy(d / "run/metrics/rank0.jsonl", d / "run/metrics/rank1.jsonl"),
+     "damaged: metrics of rank 1: line 1 is a record of rank 0 (rank1.jsonl)"),
+    ("file_added", lambda d: (d / "run/metrics/rank7.jsonl").write_text(""),
+     "damaged: metrics/rank7.jsonl added since the run was published"),
+    ("manifest_deleted", lambda d: (d / "run/SHA256SUMS").unlink(), "damaged: SHA256SUMS missing"),
     ("metrics_rank_missing", lambda d: (d / "run/metrics/rank1.jsonl").unlink(), "damaged: metrics of rank 1 missing"),
     ("metrics_truncated", lambda d: _truncate(d / "run/metrics/rank0.jsonl"),
      "damaged: metrics of rank 0: line 10 unreadable (rank0.jsonl)"),
@@ -204,6 +249,24 @@ def test_damaged_run_is_a_failed_row_kept_and_retried(tree, damage, reason):
     intact = "run.json" in reason or "outcome" in reason
     assert m["skip"] is intact
     assert json.loads((bad / "outcome.json").read_text())["status"] == ("ok" if intact else "failed")
+
+
+def test_a_run_published_before_manifests_is_checked_without_one(tmp_path, caplog):
+    """A run published before checksum manifests existed (issue 26 row 4: the decision): complete
+    and in order, it is collected, with a note in the collect log; its records are still checked."""
+    import logging
+
+    d = write_run(tmp_path, 1, manifest=False)
+    launch = tmp_path / "n2.json"
+    launch.write_text(json.dumps({"members": [{"run": str(d)}]}))
+    assert not runs.has_checksums(json.loads((d / "outcome.json").read_text()))
+    with caplog.at_level(logging.INFO, logger="distrepro_wf.collect"):
+        _, rn, fl, _ = collect([launch])
+    assert list(rn["seed"]) == [1] and fl.empty
+    assert "no checksum manifest (published before manifests existed)" in caplog.text
+    _duplicate_epoch(d / "run/metrics/rank0.jsonl", 0)
+    fl = collect([launch])[2]
+    assert list(fl["kind"]) == ["damaged"] and "epoch records [0] logged more than once" in fl["reason"][0]
 
 
 CHEAP = [  # damage the parameter-time check sees without reading the metrics (size manifest)

@@ -27,6 +27,7 @@ atomically (a crash never leaves a half-written table).
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from impls.metrics import read_jsonl
 from . import runs
 from .catalogue import EPOCH, EPOCH_DERIVED, EVAL_KEYS, METRICS, better_direction
 
+log = logging.getLogger(__name__)
 KEYS = ["experiment", "method", "nodes", "straggler", "seed"]
 #: the server ranks' epoch keys behind EPOCH's ``server/`` columns
 SERVER_KEYS = {"server/bytes_sent": "comm/bytes_sent", "server/bytes_recv": "comm/bytes_recv",
@@ -124,8 +126,11 @@ def load_run(outcome_path: Path) -> tuple[dict, RunTables | None]:
     """(run info, its tables) of an ok run; (failure row, None) otherwise.
 
     An ok run is verified from its files (:func:`distrepro_wf.runs.verify_run`, plus
-    ``run.json``) rather than trusted from ``outcome.json``; whatever is missing or
-    unreadable makes it a ``damaged`` failure naming the file, never an exception.
+    ``run.json``) rather than trusted from ``outcome.json``; whatever is missing,
+    unreadable, repeated, out of order or changed since the run was published (its checksum
+    manifest) makes it a ``damaged`` failure naming the file, never an exception.  A run
+    published before checksum manifests existed is checked for completeness only (a note in
+    the collect log says so).
     """
     run_dir = Path(outcome_path).parent
     ident = _ident(run_dir)
@@ -135,7 +140,10 @@ def load_run(outcome_path: Path) -> tuple[dict, RunTables | None]:
         kind = outcome.get("kind") if outcome.get("kind") in runs.KINDS else "crashed"
         return {**ident, **outcome, "kind": kind}, None
     run = run_dir / outcome.get("run_dir", "run")
-    problem = runs.verify_run(run)
+    problem = runs.verify_run(run, runs.has_checksums(outcome))
+    if problem is None and not (run / runs.CHECKSUMS).exists():
+        log.info("%s: no checksum manifest (published before manifests existed): checked for completeness only",
+                 run)
     if problem is None:
         try:
             runs.read_json(run_dir / "run.json")

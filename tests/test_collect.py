@@ -269,6 +269,67 @@ def test_a_run_published_before_manifests_is_checked_without_one(tmp_path, caplo
     assert list(fl["kind"]) == ["damaged"] and "epoch records [0] logged more than once" in fl["reason"][0]
 
 
+def _cut_half(p: Path) -> None:
+    """Cut in place in the middle of a row (as an interrupted copy or a full disk leaves it)."""
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _drop_last_rows(p: Path, n: int = 1) -> None:
+    """Cut in place at a row boundary: the last ``n`` rows gone, every row left whole."""
+    p.write_text("".join(p.read_text().splitlines(keepends=True)[:-n]))
+
+
+# issue 26 row 5: (id, damage to the tables directory, {table: start of the reason})
+TABLE_DAMAGE = [
+    ("runs_and_evals_cut_in_half", lambda t: (_cut_half(t / "runs.csv"), _cut_half(t / "evals.csv")),
+     {"runs": "its last row is cut short", "evals": "its last row is cut short"}),
+    ("runs_last_row_dropped", lambda t: _drop_last_rows(t / "runs.csv"),
+     {"runs": "1 run rows and 0 failed rows for the 2 runs on disk",
+      "failed": "1 run rows and 0 failed rows for the 2 runs on disk"}),
+    ("evals_last_row_dropped", lambda t: _drop_last_rows(t / "evals.csv"),
+     {"evals": "run exp|allreduce_sgd|2|none|2: evaluation series up to step 4, its last epoch ends at step 8"}),
+    ("evals_last_run_dropped", lambda t: _drop_last_rows(t / "evals.csv", 2), {"evals": "run exp|allreduce_sgd|2|none|2"}),
+    ("epochs_last_row_dropped", lambda t: _drop_last_rows(t / "epochs.csv"),
+     {"epochs": "1 epoch rows for run exp|allreduce_sgd|2|none|2, which has 2 epochs"}),
+    ("failed_not_a_table", lambda t: (t / "failed.csv").write_text('kind,reason\n"damaged,x\n'), {"failed": "unparsable"}),
+    ("staleness_not_utf8", lambda t: (t / "staleness.csv").write_bytes(b"\xff\xfe\n"), {"staleness": "unreadable"}),
+]
+
+
+@pytest.mark.parametrize("damage,problems", [c[1:] for c in TABLE_DAMAGE], ids=[c[0] for c in TABLE_DAMAGE])
+def test_a_table_that_fails_its_check_is_set_aside_to_be_rebuilt(tree, damage, problems):
+    """A collect table cut in place is never trusted (issue 26 row 5): it fails its own check
+    against the runs on disk and is set aside, so that Snakemake rebuilds it from the runs."""
+    from distrepro_wf.collect import TABLES, rebuild_token, staleness_table, table_problems
+
+    launch, _ = tree
+    tables = launch.parent.parent.parent / "tables" / "exp"
+    good = dict(zip(("epochs", "runs", "failed", "evals"), collect([launch])))
+    good["staleness"] = staleness_table([launch])
+    for t in TABLES:
+        write_atomic(good[t], tables / f"{t}.csv")
+    assert table_problems(tables, [launch]) == {} and rebuild_token(tables, [launch]) == ""  # intact: trusted
+    damage(tables)
+    # older than the collect rule's inputs: Snakemake rebuilds it anyway, not checked here
+    stamp = (tables / "runs.csv").stat().st_mtime
+    os.utime(launch, (stamp, stamp))
+    for t in TABLES:
+        os.utime(tables / f"{t}.csv", (stamp - 10, stamp - 10))
+    assert table_problems(tables, [launch]) == {}
+    for t in TABLES:
+        os.utime(tables / f"{t}.csv", (stamp, stamp))
+    found = table_problems(tables, [launch])
+    assert set(found) == set(problems) and all(found[t].startswith(w) for t, w in problems.items()), found
+    before = {t: (tables / f"{t}.csv").read_bytes() for t in problems}
+    # set aside (nothing lost, the others left in place), and collect's rerun token changes, once
+    token = rebuild_token(tables, [launch])
+    kept = {p.name.split(".csv.damaged-")[0]: p for p in tables.glob("*.csv.damaged-*")}
+    assert sorted(kept) == sorted(problems) and token == ",".join(sorted(p.name for p in kept.values()))
+    assert all(kept[t].read_bytes() == before[t] and not (tables / f"{t}.csv").exists() for t in problems)
+    assert all((tables / f"{t}.csv").exists() for t in set(TABLES) - set(problems))
+    assert rebuild_token(tables, [launch]) == token
+
+
 CHEAP = [  # damage the parameter-time check sees without reading the metrics (size manifest)
     ("metrics_rank_missing", lambda d: (d / "run/metrics/rank1.jsonl").unlink(), "damaged: metrics/rank1.jsonl missing"),
     ("metrics_truncated", lambda d: _truncate(d / "run/metrics/rank0.jsonl"),

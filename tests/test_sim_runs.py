@@ -105,27 +105,6 @@ def test_measured_profile_is_calibrated_once(tmp_path):
         assert step["time/compute_s"] == pytest.approx(entry["sample_s"] * 16, rel=1e-9)  # batch 16
 
 
-@pytest.mark.parametrize("damage", ['{"{\\"workload', '[1, 2]', '{"k": {"sample_s": -1, "measured_at": "x"}}'],
-                         ids=["truncated", "not_a_mapping", "bad_entry"])
-def test_a_damaged_calibration_is_set_aside_and_measured_again(tmp_path, capfd, damage):
-    """A damaged ``measured`` cache failed every measured run until deleted by hand (issue 26
-    row 3): it is kept aside as ``<name>.unreadable-<time>``, with a warning, and measured again."""
-    from impls.sim.profiles import build_profile, profile_config
-
-    cal = tmp_path / "calibration" / "measured.json"
-    cal.parent.mkdir()
-    cal.write_text(damage)
-    cfg = sim_config("allreduce_sgd", 2, profile="measured")
-    prof = build_profile(profile_config("measured"), cfg, cal)
-    (aside,) = cal.parent.glob("measured.json.unreadable-*")
-    assert aside.read_text() == damage  # nothing lost
-    assert "WARNING: calibration" in capfd.readouterr().err and prof.calibration["damaged_kept_as"] == aside.name
-    (entry,) = json.loads(cal.read_text()).values()
-    assert prof.sample_s == entry["sample_s"] > 0
-    again = build_profile(profile_config("measured"), cfg, cal)  # the new cache is read, not measured again
-    assert again.sample_s == prof.sample_s and "damaged_kept_as" not in again.calibration
-
-
 def test_a_launch_group_forks_its_simulations_from_one_server(tmp_path):
     """Simulated members of a launch group are forked by one ``impls.sim --serve`` process:
     each is still its own process with its own outcome (ok, refused by the runtime, killed by

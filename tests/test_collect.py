@@ -50,8 +50,9 @@ def run_cfg(seed: int, target_acc: float = 0.7) -> dict:
                        workload={"target": {"metric": "acc/val", "value": target_acc}})
 
 
-def write_run(root: Path, seed: int, target_acc: float = 0.7) -> Path:
-    """A complete ok 2-rank, 2-epoch run of experiment ``exp`` under ``root``; its run directory."""
+def write_run(root: Path, seed: int, target_acc: float = 0.7, manifest: bool = True) -> Path:
+    """A complete ok 2-rank, 2-epoch run of experiment ``exp`` under ``root``; its run directory
+    (``manifest``: published with its checksum manifest, as runs are since issue 26)."""
     cfg = run_cfg(seed, target_acc)
     run_dir = root / "results/runs/exp/allreduce_sgd/n2/none" / f"seed{seed}"
     run = run_dir / "run"
@@ -71,6 +72,8 @@ def write_run(root: Path, seed: int, target_acc: float = 0.7) -> Path:
     (run / "runinfo.json").write_text(json.dumps({"world": 2, "steps_per_epoch": STEPS, "params": 10,
                                                   "resumed_from_epoch": None}))
     runs.write_run_configs({str(run_dir): cfg})
+    if manifest:
+        runs.write_checksums(run)  # as execute_group publishes a run
     (run_dir / "outcome.json").write_text(json.dumps(runs.ok_outcome(run, "results/logs/train/exp/n2.log")))
     return run_dir
 
@@ -172,6 +175,11 @@ DAMAGE = [
 
 @pytest.mark.parametrize("damage,reason", [c[1:] for c in DAMAGE], ids=[c[0] for c in DAMAGE])
 def test_damaged_run_is_a_failed_row_kept_and_retried(tree, damage, reason):
+    check_damaged_run(tree, damage, reason)
+
+
+def check_damaged_run(tree, damage, reason):
+    """Seed 2's run damaged by ``damage``: a failed row naming ``reason``, kept, marked and retried."""
     launch, (good, bad) = tree
     ep0, rn0, _, _ = collect([launch])
     token0 = runs.launch_retry_token(launch)

@@ -219,6 +219,7 @@ def test_collect_reads_the_servers_push_records_and_plots_their_histogram(tmp_pa
     ``server/...`` columns and run-level staleness; its push records the staleness table."""
     from test_collect import write_run
 
+    from distrepro_wf import runs
     from distrepro_wf.collect import collect, staleness_table
     from distrepro_wf.plots import staleness as staleness_plot
     from impls.metrics import MetricsWriter
@@ -238,6 +239,7 @@ def test_collect_reads_the_servers_push_records_and_plots_their_histogram(tmp_pa
                                           "ps/staleness_mean": sum(sts) / 3, "ps/staleness_max": max(sts),
                                           "time/wall_s": float(e)})
     w.close()
+    runs.write_checksums(run)  # published with these files (its checksum manifest)
     launch = tmp_path / "results/launches/exp/n2.json"
     launch.parent.mkdir(parents=True)
     launch.write_text(json.dumps({"members": [{"run": str(run_dir), "status": "ok", "reused": False}]}))

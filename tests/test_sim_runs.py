@@ -110,6 +110,7 @@ def test_a_launch_group_forks_its_simulations_from_one_server(tmp_path):
     each is still its own process with its own outcome (ok, refused by the runtime, killed by
     the per-run timeout, never reached), and the ok run's metrics equal those of the plain
     one-process command."""
+    from distrepro_wf import runs
     from distrepro_wf.runs import execute_group, write_run_configs
 
     cfgs = {"ok": sim_config("allreduce_sgd", 2), "config": sim_config("allreduce_sgd", 2, workload={"epochs": 0}),
@@ -124,5 +125,8 @@ def test_a_launch_group_forks_its_simulations_from_one_server(tmp_path):
     assert out["config"]["kind"] == "config" and out["slow"]["kind"] == "timeout"
     assert 8 <= out["slow"]["killed_after_s"] < 30
     assert log.read_text().count("(forked by python -m impls.sim --serve)") == 4
+    # each published run carries its checksum manifest (verified at collect), listed in its outcome
+    for k in ("ok", "after"):
+        assert runs.has_checksums(out[k]) and runs.verify_checksums(dirs[k] / "run", required=True) is None
     plain = simulate(cfgs["ok"], tmp_path / "plain", plain=True)
     assert _metrics(plain, 2) == [(dirs["ok"] / "run" / "metrics" / f"rank{r}.jsonl").read_text() for r in range(2)]

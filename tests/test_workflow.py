@@ -220,6 +220,15 @@ def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     proc = smk(tmp_path, "--configfile", cfgfile, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr
     kept_now = {d: snapshot(d) for d in n1}
+    # 5b. tables cut in half in place are not trusted: the next invocation sets them aside and
+    #    rebuilds them (collect's params token), and the claims and the report from them
+    for t in ("runs.csv", "evals.csv"):
+        (tables / t).write_bytes((tables / t).read_bytes()[: (tables / t).stat().st_size // 2])
+    proc = smk(tmp_path, "--configfile", cfgfile, "-n")
+    assert "runs.csv fails its check" in proc.stderr and "evals.csv fails its check" in proc.stderr
+    plan = [line.split() for line in proc.stdout.splitlines()]
+    assert ["collect", "1"] in plan and ["compare", "1"] in plan and ["report", "1"] in plan, proc.stdout
+    assert len(list(tables.glob("runs.csv.damaged-*"))) == len(list(tables.glob("evals.csv.damaged-*"))) == 1
     # 6. a changed config whose rerun fails leaves the previous good result in place: only the
     #    2-rank runs' straggler changes (nothing to kill any more: the reruns need not be slow),
     #    so only their group reruns, and rank 1 dies in it

@@ -64,6 +64,13 @@ class Clock:
         """How many times its bytes a message of the algorithm weighs (1: as measured)."""
         return 1.0
 
+    def resume(self, elapsed_s: float, saved: dict[str, float] | None) -> float:
+        """The start time (on this clock) of a run resumed ``elapsed_s`` seconds into its
+        training; ``saved``: the ``{"t_start", "now"}`` this clock read when the checkpoint
+        was written (None for a fresh start or an older checkpoint).  A wall clock goes on
+        from now: the time between the kill and the restart is not counted."""
+        return self.now() - elapsed_s
+
     def describe(self) -> dict[str, Any]:
         return {"kind": "wall clock"}
 

@@ -554,6 +554,35 @@ class SimClock(Clock):
 
             blocking(simgrid.this_actor.sleep_for, float(seconds))
 
+    def sleep_until(self, t: float) -> None:
+        """Sleep until simulated time ``t`` exactly (bit for bit), if it is still ahead.
+
+        ``sleep_for(t - now)`` ends at ``now + (t - now)``, which rounds to a neighbour of
+        ``t`` when ``now`` is far below it; from ``now >= t / 2`` the difference ``t - now``
+        is exact (Sterbenz's lemma), and so is the sum: the first sleep gets there."""
+        import simgrid
+
+        now = simgrid.Engine.clock
+        if now < t / 2:
+            blocking(simgrid.this_actor.sleep_for, 0.75 * t - now)
+            now = simgrid.Engine.clock
+        if now < t:
+            blocking(simgrid.this_actor.sleep_for, t - now)
+
+    def resume(self, elapsed_s: float, saved: dict[str, float] | None) -> float:
+        """A resumed simulation continues at the simulated time its checkpoint was written
+        (``saved["now"]``, reached by sleeping once the ranks have agreed to resume) with the
+        uninterrupted run's start time, so every later time is computed from the same
+        clock values and equals the uninterrupted run's exactly.  (On a platform with
+        background traffic the network's load at that time is not restored: there the
+        resumed times are close, not equal.)"""
+        import simgrid
+
+        if not saved or simgrid.Engine.clock > saved["now"]:  # an older checkpoint: go on from now
+            return super().resume(elapsed_s, saved)
+        self.sleep_until(saved["now"])
+        return saved["t_start"]
+
     def charge(self, seconds: float) -> None:
         if seconds > 0:
             import simgrid

@@ -291,7 +291,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
     fault_rank, fault_step = (int(fault[0]), int(fault[1])) if len(fault) > 1 else (-1, -1)
     fault_grad = float(fault[2]) if len(fault) > 2 else None  # "nan" / "inf": a gradient fault
 
-    start_epoch, wall_offset, initial = 0, 0.0, ""
+    start_epoch, wall_offset, initial, resumed_clock = 0, 0.0, "", None
     ckpt_path = ckpt_dir / f"rank{rank}.pt" if ckpt_dir else None
     state, note = _load_checkpoint(ckpt_path, model, h, device) if ckpt_path is not None else (None, None)
     found = state["epoch"] if state is not None else -1
@@ -311,23 +311,29 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
         if "straggler" in state["rng"]:
             straggler.rng.setstate(state["rng"]["straggler"])
         start_epoch, wall_offset, initial = found + 1, state["wall_s"], state["metrics"]
+        resumed_clock = state.get("clock")  # absent in checkpoints written before it was saved
     writer = MetricsWriter(out_dir / "metrics" / f"rank{rank}.jsonl", rank, initial)
     prec: MixedPrecision | None = None  # a worker's, set below (server ranks have none)
 
-    def save_checkpoint(epoch: int, wall_s: float) -> None:
+    def save_checkpoint(epoch: int) -> None:
+        """Written where the next epoch starts (after the epoch's agreement, whose time the
+        next epoch's wall time includes); the clock's reading goes with it, so that a resumed
+        simulation continues at exactly this simulated time (``Clock.resume``)."""
         if ckpt_path is None:
             return
+        now = comm.clock.now()
         ckpt_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = ckpt_path.with_suffix(".tmp")
         torch.save({"epoch": epoch, "config_hash": h, "model": model.state_dict(), "algo": algo.state_dict(),
                     "amp": prec.state_dict() if prec is not None else None,
                     "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                             "straggler": straggler.rng.getstate()},
-                    "wall_s": wall_s, "metrics": writer.text()}, tmp)
+                    "wall_s": now - t_start, "clock": {"t_start": t_start, "now": now},
+                    "metrics": writer.text()}, tmp)
         os.replace(tmp, ckpt_path)
 
     if not algo.is_worker():  # a server rank (Algorithm.roles): its own records and checkpoints
-        t_start = comm.clock.now() - wall_offset
+        t_start = comm.clock.resume(wall_offset, resumed_clock)
 
         # the workers' schedule: barrier-free workers agree on divergence once, after the last epoch
         per_epoch = STEP_SCHEDULES.get(algo.step_schedule).per_epoch_collectives
@@ -338,7 +344,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             writer.flush()
             if per_epoch or epoch == wl.epochs - 1:
                 _check_divergence(None, ctl)  # the workers' verdict: leave with them
-            save_checkpoint(epoch, rec["time/wall_s"])
+            save_checkpoint(epoch)
 
         def log(epoch: int, step: int, values: dict[str, float]) -> None:
             writer.write("push", epoch, step, {**values, "time/wall_s": comm.clock.now() - t_start})
@@ -374,7 +380,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
     if state is not None and agreed not in (None, -1) and state.get("amp"):
         prec.load_state_dict(state["amp"])
     clock = comm.clock
-    t_start = clock.now() - wall_offset
+    t_start = clock.resume(wall_offset, resumed_clock)
     marks = eval_marks(steps_per_epoch, wl.evals_per_epoch)
 
     def evaluate(epoch: int, step: int) -> dict[str, float]:
@@ -475,7 +481,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
                     algo.close()
                 writer.close()
                 raise
-        save_checkpoint(epoch, ep["time/wall_s"])
+        save_checkpoint(epoch)
     if not closed:
         algo.close()
     writer.close()

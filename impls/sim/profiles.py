@@ -9,7 +9,8 @@ what that math *costs* (``profile: {name: ...}``):
   the machine only ever adds time; under the workload's ``precision``;
   :func:`impls.runtime.throughput.time_steps`), calibrated
   once per workload and machine and cached (``--calibration`` file), so every run of a
-  pipeline charges the same number; it is recorded in each run's provenance.  A step
+  pipeline charges the same number; it is recorded in each run's provenance.  A damaged
+  cache is set aside (``<file>.unreadable-<time>``, with a warning) and measured again.  A step
   costs ``sample_us x batch rows``; messages weigh their real bytes.
 * ``fixed`` - a given compute time per step (``step_ms``) and, optionally, a model size
   (``model_mb``) the messages are scaled to.  For what-if studies and tests, and for your
@@ -60,6 +61,7 @@ import math
 import os
 import platform as _platform
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,13 +173,47 @@ def build_profile(cfg: ProfileConfig, raw: Mapping[str, Any], calibration: str |
         return Profile(cfg, measure_sample_s(raw), {"cached": False})
     path = Path(calibration)
     path.parent.mkdir(parents=True, exist_ok=True)
+    aside = None
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # parallel runs of one pipeline calibrate once, and agree
-        table = json.loads(path.read_text()) if path.exists() else {}
+        table, aside = read_calibration(path)
         if key not in table:
             table[key] = {"sample_s": measure_sample_s(raw), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
             os.replace(tmp, path)
     entry = table[key]
-    return Profile(cfg, entry["sample_s"], {"file": str(path), "measured_at": entry["measured_at"]})
+    return Profile(cfg, entry["sample_s"], {"file": str(path), "measured_at": entry["measured_at"],
+                                            **({"damaged_kept_as": aside.name} if aside else {})})
+
+
+def read_calibration(path: Path) -> tuple[dict[str, Any], Path | None]:
+    """The calibration cache at ``path`` ({} if there is none) and, if it was damaged, where
+    it was set aside.
+
+    A damaged cache (truncated, not JSON, an entry without a positive ``sample_s``) is not
+    trusted and not fatal: it is renamed ``<name>.unreadable-<time>`` (as an unreadable
+    checkpoint is), a warning says so, and the caller measures again.  Left in place it
+    would fail every ``measured`` run, on every invocation, until deleted by hand.
+    """
+    if not path.exists():
+        return {}, None
+    try:
+        table = json.loads(path.read_text())
+        if not isinstance(table, dict):
+            raise ValueError(f"a JSON {type(table).__name__}, not a mapping")
+        for k, e in table.items():
+            s = e.get("sample_s") if isinstance(e, dict) else None
+            if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0 \
+                    or not isinstance(e.get("measured_at"), str):
+                raise ValueError(f"entry {k[:80]!r} has no positive sample_s and measured_at")
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+        aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%dT%H%M%S')}")
+        i = 1
+        while aside.exists():
+            aside, i = aside.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%dT%H%M%S')}.{i}"), i + 1
+        path.rename(aside)
+        print(f"WARNING: calibration {path} unreadable ({type(e).__name__}: {str(e)[:200]}); kept as "
+              f"{aside.name}, measuring this machine again", file=sys.stderr, flush=True)
+        return {}, aside
+    return table, None

@@ -22,6 +22,9 @@ rule collect:
         evals="results/tables/{experiment}/evals.csv",
         # parameter-server modes: how stale the applied pushes were (histograms; empty otherwise)
         staleness="results/tables/{experiment}/staleness.csv",
+    params:
+        # changes when a table that fails its own check is set aside: collect rebuilds it
+        rebuild=lambda wc: tables_token(wc.experiment),
     log:
         "results/logs/collect/{experiment}.log",
     script:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from distrepro_wf import collect as wfcollect
 from distrepro_wf import config as wfconfig
 from distrepro_wf import launch as wflaunch
 from distrepro_wf.runs import launch_retry_token
@@ -127,3 +128,13 @@ def record_pipeline_end(status):
         cores = ""
     if "t" in _T0:
         append_pipeline_row("results/bench/pipeline_wall.csv", _T0["t"], time.time(), status, cores, len(RUNS))
+
+
+
+def tables_token(experiment):
+    """Rule collect's params.rebuild: a table of the experiment that fails its own check (cut in
+    place: a half row, fewer rows than the runs on disk) is set aside, which changes this token,
+    so that collect rebuilds it (and what was made from it) rather than anyone trusting it:
+    Snakemake regenerates neither a missing intermediate file nor one cut in place (its
+    modification time is new).  See distrepro_wf.collect.rebuild_token."""
+    return wfcollect.rebuild_token(f"results/tables/{experiment}", launches(experiment))

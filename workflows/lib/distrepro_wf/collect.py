@@ -21,12 +21,18 @@
   outcome is not trusted: a run whose files are missing or unreadable is ``damaged``.
 
 One damaged run never fails the collection of the others, and the tables are written
-atomically (a crash never leaves a half-written table).
+atomically (a crash never leaves a half-written table).  A table damaged later (cut in place)
+fails its own check against the runs on disk (:func:`table_problems`) and is set aside at the
+start of the next invocation, so that it is rebuilt rather than trusted
+(:func:`set_aside_bad_tables`).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +46,7 @@ from impls.metrics import read_jsonl
 from . import runs
 from .catalogue import EPOCH, EPOCH_DERIVED, EVAL_KEYS, METRICS, better_direction
 
+log = logging.getLogger(__name__)
 KEYS = ["experiment", "method", "nodes", "straggler", "seed"]
 #: the server ranks' epoch keys behind EPOCH's ``server/`` columns
 SERVER_KEYS = {"server/bytes_sent": "comm/bytes_sent", "server/bytes_recv": "comm/bytes_recv",
@@ -124,8 +131,11 @@ def load_run(outcome_path: Path) -> tuple[dict, RunTables | None]:
     """(run info, its tables) of an ok run; (failure row, None) otherwise.
 
     An ok run is verified from its files (:func:`distrepro_wf.runs.verify_run`, plus
-    ``run.json``) rather than trusted from ``outcome.json``; whatever is missing or
-    unreadable makes it a ``damaged`` failure naming the file, never an exception.
+    ``run.json``) rather than trusted from ``outcome.json``; whatever is missing,
+    unreadable, repeated, out of order or changed since the run was published (its checksum
+    manifest) makes it a ``damaged`` failure naming the file, never an exception.  A run
+    published before checksum manifests existed is checked for completeness only (a note in
+    the collect log says so).
     """
     run_dir = Path(outcome_path).parent
     ident = _ident(run_dir)
@@ -135,7 +145,10 @@ def load_run(outcome_path: Path) -> tuple[dict, RunTables | None]:
         kind = outcome.get("kind") if outcome.get("kind") in runs.KINDS else "crashed"
         return {**ident, **outcome, "kind": kind}, None
     run = run_dir / outcome.get("run_dir", "run")
-    problem = runs.verify_run(run)
+    problem = runs.verify_run(run, runs.has_checksums(outcome))
+    if problem is None and not (run / runs.CHECKSUMS).exists():
+        log.info("%s: no checksum manifest (published before manifests existed): checked for completeness only",
+                 run)
     if problem is None:
         try:
             runs.read_json(run_dir / "run.json")
@@ -451,3 +464,113 @@ def write_atomic(df: pd.DataFrame, path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     df.to_csv(tmp, index=False)
     tmp.replace(path)
+
+
+TABLES = ("epochs", "runs", "failed", "evals", "staleness")  # rule collect's tables of an experiment
+
+
+def _csv_problem(path: Path) -> str | None:
+    """What is structurally wrong with a CSV table this module wrote (None: nothing): not
+    UTF-8, a last row cut short (no final newline), a row with another number of fields than
+    the header, a quote left open."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        return f"unreadable ({type(e).__name__})"
+    if not text.endswith("\n"):
+        return "its last row is cut short (no final newline)"
+    try:
+        rows = list(csv.reader(io.StringIO(text), strict=True))
+    except csv.Error as e:
+        return f"unparsable ({e})"
+    width = len(rows[0]) if rows else 0
+    bad = next((i for i, r in enumerate(rows[1:], 2) if len(r) != width), None)
+    return None if bad is None else f"line {bad} has {len(rows[bad - 1])} fields, the header {width}"
+
+
+def _run_keys(df: pd.DataFrame) -> pd.Series:
+    return df[KEYS].astype(str).agg("|".join, axis=1) if len(df) else pd.Series([], dtype=str)
+
+
+def table_problems(table_dir: Path, launch_paths: Iterable[Path]) -> dict[str, str]:
+    """{table: what is wrong} for the collect tables of one experiment (``table_dir``) that fail
+    their own check against the runs on disk (the members of ``launch_paths``, the collect
+    rule's inputs); a table that does not exist, or is older than an input (Snakemake rebuilds
+    it anyway), is not checked.
+
+    A table must parse (:func:`_csv_problem`: no half row at its end), ``runs`` and ``failed``
+    must hold one row per member of the launches, and against ``runs``: ``epochs`` one row per
+    epoch of each run, ``evals`` each run's evaluation series up to its last epoch's end (a table
+    cut in place at a row boundary loses a run, or the end of one).
+    """
+    launch_paths = [Path(p) for p in launch_paths]
+    try:
+        newest = max(p.stat().st_mtime for p in launch_paths)
+        members = len(outcome_paths(launch_paths))
+    except (OSError, ValueError, KeyError, TypeError):  # a launch missing or unreadable: collect reruns
+        return {}
+    problems: dict[str, str] = {}
+    frames: dict[str, pd.DataFrame] = {}
+    for t in TABLES:
+        p = Path(table_dir) / f"{t}.csv"
+        if not p.exists() or p.stat().st_mtime < newest:
+            continue
+        why = _csv_problem(p)
+        if why is None:
+            try:
+                frames[t] = pd.read_csv(p)
+            except (ValueError, pd.errors.ParserError) as e:
+                why = f"unparsable ({str(e)[:200]})"
+        if why is not None:
+            problems[t] = why
+    rn, fl = frames.get("runs"), frames.get("failed")
+    if rn is not None and fl is not None and len(rn) + len(fl) != members:
+        why = f"{len(rn)} run rows and {len(fl)} failed rows for the {members} runs on disk"
+        problems["runs"] = problems["failed"] = why  # which one was cut cannot be told: both rebuilt
+    if rn is None or "runs" in problems:
+        return problems
+    keys = _run_keys(rn)
+    epochs = dict(zip(keys, rn["epochs"])) if "epochs" in rn else {}
+    ends = (dict(zip(keys, rn["epochs"] * rn["steps_per_epoch"])) if {"epochs", "steps_per_epoch"} <= set(rn)
+            else {})
+    ep, ev = frames.get("epochs"), frames.get("evals")
+    if ep is not None:
+        have = _run_keys(ep).value_counts().to_dict()
+        wrong = next((k for k in sorted(set(have) | set(epochs)) if have.get(k, 0) != epochs.get(k, 0)), None)
+        if wrong is not None:
+            problems["epochs"] = (f"{have.get(wrong, 0)} epoch rows for run {wrong}, which has "
+                                  f"{epochs.get(wrong, 0)} epochs in runs.csv")
+    if ev is not None:
+        last = ev.assign(_k=_run_keys(ev)).groupby("_k")["step"].max().to_dict() if len(ev) else {}
+        wrong = next((k for k in sorted(set(last) | set(keys)) if k not in last or k not in set(keys)
+                      or (pd.notna(ends.get(k)) and last[k] != ends[k])), None)
+        if wrong is not None:
+            problems["evals"] = (f"run {wrong}: evaluation series up to step {last.get(wrong, 'none')}, "
+                                 f"its last epoch ends at step {ends.get(wrong, 'none')} (runs.csv)")
+    return problems
+
+
+def set_aside_bad_tables(table_dir: Path, launch_paths: Iterable[Path]) -> list[tuple[str, str, Path]]:
+    """Move each table of :func:`table_problems` aside (``<table>.csv.damaged-<time>``); returns
+    ``(table, why, where it was kept)`` for each."""
+    out = []
+    for t, why in table_problems(table_dir, launch_paths).items():
+        p = Path(table_dir) / f"{t}.csv"
+        if p.exists():
+            out.append((t, why, runs._keep_aside(p, f"{p.name}.damaged")))
+    return out
+
+
+def rebuild_token(table_dir: Path | str, launch_paths: Iterable[Path]) -> str:
+    """Rule collect's ``params.rebuild`` (evaluated by Snakemake on every invocation, ``-n``
+    too): first sets aside the experiment's tables that fail their check
+    (:func:`set_aside_bad_tables`, with a warning), then names the copies set aside.  A new copy
+    changes the token, so Snakemake's params rerun trigger rebuilds the tables from the runs,
+    and with them the claims, figures and report made from them; once rebuilt, the token is
+    stable.  (Setting a table aside alone is not enough: Snakemake does not regenerate a missing
+    intermediate file whose consumers are up to date, and a table cut in place looks new.)"""
+    table_dir = Path(table_dir)
+    for t, why, kept in set_aside_bad_tables(table_dir, launch_paths):
+        print(f"WARNING: {table_dir / (t + '.csv')} fails its check ({why}); kept as {kept.name}, rebuilt from "
+              "the runs", file=sys.stderr)
+    return ",".join(sorted(p.name for p in table_dir.glob("*.csv.damaged-*")))

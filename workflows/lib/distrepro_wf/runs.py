@@ -12,7 +12,8 @@ Layout of a run, ``results/runs/<experiment>/<method>/n<N>/<straggler>/seed<S>/`
     run.json        the resolved config (written by rule train before it runs)
     outcome.json    {"status": "ok" | "failed", "kind", "reason", "log", "files", "config_sha",
                      "world" (the processes of the launch that ran it; real ranks), ...}
-    run/            the complete result: config, provenance, runinfo, metrics/rank*.jsonl
+    run/            the complete result: config, provenance, runinfo, metrics/rank*.jsonl, and
+                    SHA256SUMS (every file's sha256, written when the run is published)
     failed-<time>/  attempts that failed, kept for inspection
     damaged-<time>/ a result found damaged after it was complete, kept when it is replaced
     checkpoint/     per-epoch checkpoints while a run is in progress (resume)
@@ -52,7 +53,10 @@ trigger runs the group again on the next invocation, and a good group never.
    manifest of file sizes it recorded when the run completed (a deleted or truncated
    file, a corrupt ``outcome.json``);
 2. when rule collect reads a run (:mod:`distrepro_wf.collect`): the full check
-   (every line parses, every epoch on every rank).
+   (every line parses, every epoch on every rank once and in order, no step record
+   twice, and every file against the checksum manifest written when the run was published:
+   a same-size change is found there).  A run published before manifests existed is
+   checked without one (collect's log notes it); its outcome lists no ``SHA256SUMS``.
 
 Persisting the mark (rather than computing it afresh) is what keeps the rerun trigger
 stable: once the run is repaired, the token does not change again.  The next launch of
@@ -145,12 +149,20 @@ def read_json(path: Path) -> Any:
         raise ValueError(f"{path.name} unreadable ({e})") from None
 
 
-def verify_run(run_dir: Path) -> str | None:
+CHECKSUMS = "SHA256SUMS"  # a published run's checksum manifest (``sha256sum -c`` reads it), in run/
+
+
+def verify_run(run_dir: Path, manifest_required: bool = False) -> str | None:
     """None if ``run_dir`` holds a complete run, else what is wrong (naming the file).
 
     Complete: ``config.json``, ``provenance.json`` and ``runinfo.json`` parse, and for
     every rank of ``config.json``'s ``nodes``, ``metrics/rank<r>.jsonl`` exists, every
-    line of it parses and it has an epoch record of every epoch of the workload.
+    line of it parses and is a record of that rank, its epoch records are those of
+    every epoch of the workload, once each and in order, and its step records come in
+    order, none twice.  A published run's files must also match its checksum manifest
+    (:data:`CHECKSUMS`, :func:`verify_checksums`): a same-size change, a record copied from
+    elsewhere, is found there.  A run without one (published before manifests existed) is
+    checked for completeness only, unless ``manifest_required`` (its outcome lists one).
     """
     if (run_dir / "error.json").exists() or (run_dir / "ERROR.txt").exists():
         return error_of(run_dir)[1]
@@ -165,19 +177,83 @@ def verify_run(run_dir: Path) -> str | None:
         p = run_dir / "metrics" / f"rank{r}.jsonl"
         if not p.exists():
             return f"metrics of rank {r} missing"
-        seen = set()
+        seen: list[int] = []
+        last_step = None
         with open(p, errors="replace") as f:
             for i, line in enumerate(f, 1):
                 try:
                     rec = json.loads(line)
-                    if rec.get("kind") == "epoch":
-                        seen.add(rec["epoch"])
-                except (json.JSONDecodeError, AttributeError, KeyError):
+                    kind, rank = rec.get("kind"), rec.get("rank")
+                    if kind == "epoch":
+                        seen.append(rec["epoch"])
+                    elif kind == "step":
+                        at = (int(rec["epoch"]), int(rec["step"]))
+                        if last_step is not None and at <= last_step:
+                            return (f"metrics of rank {r}: line {i}: step record (epoch {at[0]}, step {at[1]}) "
+                                    f"{'repeated' if at == last_step else 'out of order'} ({p.name})")
+                        last_step = at
+                except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
                     return f"metrics of rank {r}: line {i} unreadable ({p.name})"
-        if seen != set(range(epochs)):
-            missing = sorted(set(range(epochs)) - seen)
-            return f"metrics of rank {r}: epochs {missing} missing (logged {sorted(seen)} of {epochs})"
+                if rank != r:
+                    return f"metrics of rank {r}: line {i} is a record of rank {rank} ({p.name})"
+        if seen != list(range(epochs)):
+            missing = sorted(set(range(epochs)) - set(seen))
+            if missing:
+                return f"metrics of rank {r}: epochs {missing} missing (logged {sorted(set(seen))} of {epochs})"
+            twice = sorted({e for e in seen if seen.count(e) > 1})
+            if twice:
+                return f"metrics of rank {r}: epoch records {twice} logged more than once ({p.name})"
+            return f"metrics of rank {r}: epoch records out of order ({seen}) or of epochs past {epochs - 1}"
+    return verify_checksums(run_dir, manifest_required)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_checksums(run_dir: Path) -> None:
+    """Write the run's checksum manifest (:data:`CHECKSUMS`: ``<sha256>  <relative path>`` per
+    file, as ``sha256sum`` writes it); called as the run is published (moved into place)."""
+    lines = [f"{_sha256(p)}  {p.relative_to(run_dir)}\n" for p in sorted(run_dir.rglob("*"))
+             if p.is_file() and p.name != CHECKSUMS]
+    _write_text(run_dir / CHECKSUMS, "".join(lines))
+
+
+def verify_checksums(run_dir: Path, required: bool = False) -> str | None:
+    """None if every file of ``run_dir`` matches its checksum manifest (no file missing, changed
+    or added since it was published), else what is wrong; None for a run without a manifest
+    (published before manifests existed), unless ``required``."""
+    path = run_dir / CHECKSUMS
+    if not path.exists():
+        return f"{CHECKSUMS} missing" if required else None
+    try:
+        expected = {}
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            digest, sep, rel = line.partition("  ")
+            if not sep or len(digest) != 64 or not rel:
+                raise ValueError(f"line {i}")
+            expected[rel] = digest
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return f"{CHECKSUMS} unreadable ({e})"
+    present = {str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file() and p.name != CHECKSUMS}
+    for rel, digest in sorted(expected.items()):
+        if rel not in present:
+            return f"{rel} missing (listed in {CHECKSUMS})"
+        if _sha256(run_dir / rel) != digest:
+            return f"{rel} changed since the run was published (its sha256 differs from {CHECKSUMS})"
+    added = sorted(present - set(expected))
+    if added:
+        return f"{added[0]} added since the run was published (not in {CHECKSUMS})"
     return None
+
+
+def has_checksums(outcome: dict[str, Any]) -> bool:
+    """Whether the run of ``outcome`` was published with a checksum manifest (its file list has it)."""
+    return CHECKSUMS in (outcome.get("files") or {})
 
 
 def error_of(attempt: Path) -> tuple[str, str]:
@@ -209,10 +285,14 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def _write_json(path: Path, obj: Any) -> None:
+def _write_text(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2))
+    tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    _write_text(path, json.dumps(obj, indent=2))
 
 
 def _keep_aside(path: Path, prefix: str) -> Path:
@@ -331,7 +411,7 @@ def plan_member(config_path: Path) -> dict[str, Any]:
         same = read_json(run_dir / "run" / "config.json") == cfg
     except ValueError:
         same = False
-    damage = verify_run(run_dir / "run") if same else None
+    damage = verify_run(run_dir / "run", has_checksums(out)) if same else None
     if same and damage is None:
         if out.get("status") != "ok":  # marked damaged, but run/ is intact (e.g. only run.json was): reuse
             _write_json(run_dir / "outcome.json", {**{k: out[k] for k in ("config_sha", "world") if k in out},
@@ -599,6 +679,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
                     _keep_aside(final, "damaged")
                 else:
                     final.rename(m["dir"] / f".old-{tag}")
+            write_checksums(m["attempt"])  # the manifest collect verifies (verify_run)
             m["attempt"].rename(final)
             shutil.rmtree(m["dir"] / f".old-{tag}", ignore_errors=True)
             shutil.rmtree(m["dir"] / "checkpoint", ignore_errors=True)

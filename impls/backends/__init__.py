@@ -64,6 +64,17 @@ class Clock:
         """How many times its bytes a message of the algorithm weighs (1: as measured)."""
         return 1.0
 
+    def charge_op(self, kind: str, nbytes: float) -> None:
+        """A local operation of ``kind`` touching ``nbytes`` bytes has just run (kinds:
+        :data:`impls.sim.opcost.KINDS`: ``arith``, ``optim``, ``copy``, ``stage``,
+        ``compress``).  The wall clock has already spent its real time: nothing to do; a
+        simulated clock charges the host the op-cost model's time for it."""
+
+    def pop_costs(self) -> dict[str, float]:
+        """Seconds charged per op kind since the last call (``time/arith_s``, ...); the wall
+        clock charges nothing separately (the ops' time is in the step's own)."""
+        return {}
+
     def describe(self) -> dict[str, Any]:
         return {"kind": "wall clock"}
 

@@ -81,6 +81,8 @@ class World:
         self.actors: dict[int, Any] = {}  # global rank -> its main actor (the mailboxes' receiver)
         self.counters: dict[str, int] = {}
         self.allreduce_algorithm = allreduce_algorithm
+        self.allreduce_efficiency = 1.0  # the platform's all-reduce bus efficiency (wire bytes / it)
+        self.clocks: dict[int, Any] = {}  # global rank -> its SimClock (per-message overhead), if any
         self._boxes: dict[str, Any] = {}
         self.stash: dict[str, collections.deque] = collections.defaultdict(collections.deque)
 
@@ -201,6 +203,9 @@ class SimBackend(Backend):
         return name, self._w.mailbox(name, g)
 
     def _put(self, kind: str, dst: int, payload: Any, nbytes: float, scale: float | None = None):
+        clock = self._w.clocks.get(self._me)
+        if clock is not None:  # the transport's per-message software overhead, on the sender
+            clock.charge_message()
         _, mb = self._box(kind, dst)
         size = max(1, int(round(nbytes * (self._scale if scale is None else scale))))
         return blocking(mb.put_async, (self.rank, payload), size)
@@ -260,8 +265,9 @@ class SimBackend(Backend):
         if self.world == 1:
             return _Done() if async_op else None
         algo = self.allreduce_algorithm_for(t.numel() * t.element_size(), self._w.allreduce_algorithm)
-        body = {"ring": self._ring_all_reduce, "tree": self._tree_all_reduce,
-                "recursive_doubling": self._rd_all_reduce}[algo]
+        me = self if self._w.allreduce_efficiency == 1.0 else self.scaled(1.0 / self._w.allreduce_efficiency)
+        body = {"ring": me._ring_all_reduce, "tree": me._tree_all_reduce,
+                "recursive_doubling": me._rd_all_reduce}[algo]
         return self._collective(lambda k: body(k, t, op), async_op)
 
     def _ring_all_reduce(self, kind: str, t: torch.Tensor, op: str) -> None:
@@ -533,12 +539,43 @@ class _Queue:
 class SimClock(Clock):
     """Simulated time: ``now`` is SimGrid's clock, ``sleep`` an actor sleep, and
     ``compute(model, batch)`` charges the host ``step_s(batch)`` seconds of work after
-    the real forward/backward has run (in zero simulated time)."""
+    the real forward/backward has run (in zero simulated time).
+
+    ``opcost`` (:class:`impls.sim.opcost.OpCost`): what ``charge_op(kind, nbytes)``
+    charges (``nbytes`` x the wire scale / the kind's bandwidth, a delay of the calling
+    actor: a copy engine or another stream, not shared host speed), and the
+    per-message overhead the backend charges the sender of every wire message
+    (:meth:`charge_message`, a sleep: the transport's CPU thread, not the device's
+    compute).  The seconds are summed per kind for the step's ``time/<kind>_s``."""
 
     def __init__(self, step_s: Callable[[Any], float], wire_scale: Callable[[int], float] = lambda b: 1.0,
-                 description: dict[str, Any] | None = None):
+                 description: dict[str, Any] | None = None, opcost: Any = None):
+        from ..sim.opcost import FREE, KINDS
+
         self._step_s, self._wire_scale = step_s, wire_scale
         self._description = description or {"kind": "simulated (SimGrid)"}
+        self.opcost = opcost if opcost is not None else FREE
+        self._op_scale = 1.0  # the run's wire scale (set when the runtime asks for it)
+        self._costs = dict.fromkeys(KINDS, 0.0)
+
+    def charge_op(self, kind: str, nbytes: float) -> None:
+        s = self.opcost.seconds(kind, nbytes * self._op_scale)
+        if s > 0:  # a delay of the calling actor, not host work: a background activity's ops
+            self._costs[kind] += s  # (AD-PSGD's gossip) must not slow the compute down by sharing the host
+            self.sleep(s)
+
+    def charge_message(self) -> None:
+        s = self.opcost.msg_us * 1e-6
+        if s > 0:
+            self._costs["msg"] += s
+            self.sleep(s)
+
+    def pop_costs(self) -> dict[str, float]:
+        from ..sim.opcost import METRICS
+
+        out = {METRICS[k]: v for k, v in self._costs.items()}
+        self._costs = dict.fromkeys(self._costs, 0.0)
+        return out
 
     def describe(self) -> dict[str, Any]:
         return dict(self._description)
@@ -567,4 +604,5 @@ class SimClock(Clock):
         self.charge(self._step_s(batch))
 
     def wire_scale(self, model_bytes: int) -> float:
-        return self._wire_scale(model_bytes)
+        self._op_scale = self._wire_scale(model_bytes)  # ops on the model's vectors weigh as its messages do
+        return self._op_scale

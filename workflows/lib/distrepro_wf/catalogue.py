@@ -49,6 +49,15 @@ EPOCH: dict[str, EpochMetric] = {
     "time/comm_s": EpochMetric("max"),
     "time/straggler_delay_s": EpochMetric("max"),
     "time/sync_s": EpochMetric("max"),
+    # simulated runs: the op-cost model's seconds per kind (impls/sim/opcost.py), parts of the
+    # step's time (local arithmetic, optimizer, copies, host staging, compression, and the
+    # transport's per-message overhead, which is inside time/comm_s)
+    "time/arith_s": EpochMetric("max"),
+    "time/optim_s": EpochMetric("max"),
+    "time/copy_s": EpochMetric("max"),
+    "time/stage_s": EpochMetric("max"),
+    "time/compress_s": EpochMetric("max"),
+    "time/msg_overhead_s": EpochMetric("max"),
     # server ranks (Algorithm.roles), apart from the workers: bytes summed over the servers;
     # the asynchronous modes' staleness of the applied pushes and their number (impls/ps.py)
     "server/bytes_sent": EpochMetric("sum"),
@@ -62,7 +71,9 @@ EPOCH: dict[str, EpochMetric] = {
 EPOCH_DERIVED = {"acc/val_min": ("acc/val", "min"), "time/compute_s_mean": ("time/compute_s", "mean"),
                  "time/comm_s_mean": ("time/comm_s", "mean"),
                  "time/straggler_delay_s_mean": ("time/straggler_delay_s", "mean"),
-                 "time/sync_s_mean": ("time/sync_s", "mean")}
+                 "time/sync_s_mean": ("time/sync_s", "mean"),
+                 **{f"time/{k}_s_mean": (f"time/{k}_s", "mean")
+                    for k in ("arith", "optim", "copy", "stage", "compress", "msg_overhead")}}
 #: the evaluation's keys (``task.evaluate``): what an evaluation point of a run carries, in
 #: ``eval`` and ``epoch`` records alike; the metric columns of ``evals.csv``
 EVAL_KEYS = ("acc/val", "loss/val", "loss/objective", "opt/gap", "bleu/val", "nll/val")
@@ -109,6 +120,11 @@ METRICS: dict[str, Metric] = {
                                   source=("time/compute_s", "mean")),
     "comm_s_per_epoch": Metric("communication time per epoch", "s", "comm_s_per_epoch",
                                source=("time/comm_s", "mean")),
+    **{f"{k}_s_per_epoch": Metric(f"{label} time per epoch (simulated op-cost model)", "s", f"{k}_s_per_epoch",
+                                  source=(f"time/{k}_s", "mean"))
+       for k, label in (("arith", "local arithmetic"), ("optim", "optimizer update"), ("copy", "buffer copy"),
+                        ("stage", "host staging"), ("compress", "compression"),
+                        ("msg_overhead", "per-message transport overhead"))},
     "straggler_delay_s_per_epoch": Metric("straggler delay per epoch", "s", "straggler_delay_s_per_epoch",
                                           source=("time/straggler_delay_s", "mean")),
     # to target: interpolated between the last evaluation point that missed it and the first that met it

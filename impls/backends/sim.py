@@ -22,6 +22,11 @@ are simulated:
 * **Compute**: :class:`SimClock` lets the real forward/backward run in zero simulated
   time, then charges the host the profile's compute time for the step
   (:mod:`impls.sim.profiles`); ``sleep`` and ``now`` are simulated.
+* **Local operations** (``clock.charge_op(kind, nbytes)``: mixing, optimizer, copies,
+  staging, compression) cost the op-cost model's time (:mod:`impls.sim.opcost`), and
+  every wire message costs its sender the profile's per-message overhead (``_put``).
+* **All-reduce bus efficiency** (``platform.allreduce_efficiency``, default 1): every
+  message of an all-reduce weighs 1/efficiency times its bytes.
 * **Background activities** (``start_background``) are actors on the same host; the
   synchronisation they need (``lock``, ``event``, ``queue``) is SimGrid's, so the
   order of asynchronous events follows simulated time and is deterministic.

@@ -68,8 +68,38 @@ def _set_rng_state(s: torch.Tensor) -> None:
     torch.set_rng_state(s)
 
 
+#: delays charged to an actor (op costs, :meth:`SimClock.charge_op`) and not slept yet, by
+#: actor pid: slept at the actor's next interaction with the simulation (a blocking call,
+#: a poll, reading the clock), which is the same simulated time as sleeping at once, with
+#: one context switch per interaction instead of one per operation
+_PENDING: dict[int, float] = {}
+
+
+def _defer(seconds: float) -> None:
+    import simgrid
+
+    pid = simgrid.this_actor.get_pid()
+    _PENDING[pid] = _PENDING.get(pid, 0.0) + seconds
+
+
+def flush_pending() -> None:
+    """Sleep this actor's deferred delays now (before it interacts with the simulation)."""
+    if _PENDING:
+        import simgrid
+
+        s = _PENDING.pop(simgrid.this_actor.get_pid(), 0.0)
+        if s > 0:
+            state = _rng_state()
+            try:
+                simgrid.this_actor.sleep_for(s)
+            finally:
+                _set_rng_state(state)
+
+
 def blocking(fn: Callable, *args: Any) -> Any:
-    """Call a SimGrid operation that may switch actors, keeping this actor's random streams."""
+    """Call a SimGrid operation that may switch actors, keeping this actor's random streams
+    (after sleeping the actor's deferred op-cost delays)."""
+    flush_pending()
     state = _rng_state()
     try:
         return fn(*args)
@@ -111,6 +141,7 @@ class _Sent:
             self._comm = None
 
     def is_completed(self) -> bool:
+        flush_pending()
         return self._comm is None or bool(self._comm.test())
 
 
@@ -139,6 +170,7 @@ class _InActor:
     def __init__(self, fn: Callable[[], None], name: str):
         import simgrid
 
+        flush_pending()  # the caller's deferred delays come before what it starts
         self._box: dict[str, Any] = {}
         state = _rng_state()
 
@@ -146,6 +178,7 @@ class _InActor:
             _set_rng_state(state)
             try:
                 fn()
+                flush_pending()
             except BaseException as e:  # noqa: BLE001 - re-raised by wait()
                 self._box["error"] = e
             self._box["done"] = True
@@ -159,6 +192,7 @@ class _InActor:
             raise self._box["error"]
 
     def is_completed(self) -> bool:
+        flush_pending()
         return bool(self._box.get("done"))
 
 
@@ -236,6 +270,7 @@ class SimBackend(Backend):
             stash.append(blocking(mb.get))
 
     def _has(self, kind: str, src: int | None) -> bool:
+        flush_pending()
         name, mb = self._box(kind, self.rank)
         stash = self._w.stash[name]
         while mb.ready:
@@ -422,6 +457,7 @@ class SimBackend(Backend):
 
     # -- shared state, background activities, synchronisation ----------------------------
     def counter_add(self, key: str, n: int = 1) -> int:
+        flush_pending()
         c = self._w.counters
         c[key] = c.get(key, 0) + n
         return c[key]
@@ -453,6 +489,7 @@ class _Background:
     def __init__(self, fn: Callable[[], None], name: str):
         import simgrid
 
+        flush_pending()
         self._alive = True
         state = _rng_state()
 
@@ -460,6 +497,7 @@ class _Background:
             _set_rng_state(state)
             try:
                 fn()  # the activity records its own errors (as a thread's target does)
+                flush_pending()
             finally:
                 self._alive = False
 
@@ -484,6 +522,7 @@ class _Lock:
         return True
 
     def release(self) -> None:
+        flush_pending()
         self._m.unlock()
 
     def __enter__(self) -> "_Lock":
@@ -505,6 +544,7 @@ class _Event:
         return self._flag
 
     def set(self) -> None:
+        flush_pending()
         self._flag = True
         while self._waiting:
             self._waiting -= 1
@@ -533,6 +573,7 @@ class _Queue:
         self._sem = simgrid.Semaphore(0)
 
     def put(self, item: Any) -> None:
+        flush_pending()
         self._items.append(item)
         self._sem.release()
 
@@ -567,7 +608,7 @@ class SimClock(Clock):
         s = self.opcost.seconds(kind, nbytes * self._op_scale)
         if s > 0:  # a delay of the calling actor, not host work: a background activity's ops
             self._costs[kind] += s  # (AD-PSGD's gossip) must not slow the compute down by sharing the host
-            self.sleep(s)
+            _defer(s)  # slept at the actor's next interaction with the simulation
 
     def charge_message(self) -> None:
         s = self.opcost.msg_us * 1e-6
@@ -588,6 +629,7 @@ class SimClock(Clock):
     def now(self) -> float:
         import simgrid
 
+        flush_pending()
         return simgrid.Engine.clock
 
     def sleep(self, seconds: float) -> None:

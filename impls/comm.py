@@ -8,7 +8,11 @@ on real ranks) so that
   cost model of :mod:`impls.costmodel` for the configured all-reduce algorithm,
   because the wire traffic happens inside the backend), and ``comm/messages``
   counts the sends and collectives;
-* ``time/comm_s`` is the time (of the rank's clock) spent waiting for communication.
+* ``time/comm_s`` is the time (of the rank's clock) spent waiting for communication;
+* every payload is staged between the device and the transport's host memory, both ways
+  (a collective: its tensor out and back; a send: out; a receive: in), declared to the
+  clock as a ``stage`` op (:meth:`impls.backends.Clock.charge_op`: nothing on the wall
+  clock; on the simulated one PCIe time under a GPU profile, free without a device).
 
 Real ranks measure the machine's own network: nothing here delays a message (a
 network is studied on the simulated platform, not emulated on real ranks).
@@ -114,6 +118,7 @@ class Communicator:
     def all_reduce(self, t: torch.Tensor, op: str = "sum", async_op: bool = False):
         if self.world == 1:
             return Handle(self, None) if async_op else None
+        self.clock.charge_op("stage", 2 * nbytes(t))  # to the transport's buffer, and back (before it starts)
         work = self.backend.all_reduce(t, op=op, async_op=True)
         algo = self.backend.allreduce_algorithm_for(nbytes(t), self.allreduce_algorithm)
         cost = collective_cost("all_reduce", nbytes(t), self.world, algo)
@@ -173,6 +178,7 @@ class Communicator:
     # -- point to point -----------------------------------------------------------
     def isend(self, t: torch.Tensor, dst: int) -> Handle:
         """Non-blocking send of ``t`` to rank ``dst``."""
+        self.clock.charge_op("stage", nbytes(t))  # to the transport's buffer before it can leave
         work = self.backend.isend(t, dst=dst)
         self._add(bytes_sent=nbytes(t), messages=1)
         return Handle(self, work)
@@ -181,6 +187,7 @@ class Communicator:
         """Non-blocking receive into ``t`` from rank ``src`` (``None``: from any rank)."""
         work = self.backend.irecv(t, src=src)
         self._add(bytes_recv=nbytes(t))
+        self.clock.charge_op("stage", nbytes(t))  # from the transport's buffer (counted when posted)
         return Handle(self, work)
 
     def send(self, t: torch.Tensor, dst: int) -> None:

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from .comm import Communicator, Handle
+from .comm import Communicator, Handle, nbytes
 from .errors import ConfigError
 from .flat import flat_params
 from .optim import LocalOptimizer, build_optimizer
@@ -42,9 +42,11 @@ from .topology import TOPOLOGIES, Graph, build_topology, period_spectral_gap
 class Round:
     """One in-flight mixing round of a flat vector."""
 
-    def __init__(self, rank: int, own: torch.Tensor, handles: list[Handle], recv: dict[int, torch.Tensor]):
+    def __init__(self, rank: int, own: torch.Tensor, handles: list[Handle], recv: dict[int, torch.Tensor],
+                 clock=None):
         self.rank, self.own, self._handles, self._recv = rank, own, handles, recv
         self._done = False
+        self.clock = clock  # where the mixing's own arithmetic is charged (op-cost model)
 
     def _finish(self) -> None:
         if not self._done:
@@ -65,6 +67,10 @@ class Round:
         out = parts[srcs[0]].clone()
         for s in srcs[1:]:
             out.add_(parts[s])
+        if self.clock is not None:  # the clone (copy) and k additions of 3 vectors' bytes each
+            nb = nbytes(self.own)
+            self.clock.charge_op("copy", nb)
+            self.clock.charge_op("arith", 3 * nb * (len(srcs) - 1))
         return out
 
 
@@ -72,6 +78,7 @@ def start_round(comm: Communicator, graph: Graph, rank: int, itr: int, vec: torc
     """Post the sends and receives of ``W(itr) @ v`` for this rank; returns at once."""
     out_peers, in_peers = graph.out_peers(rank, itr), graph.in_peers(rank, itr)
     share = vec * graph.weight(rank, itr)
+    comm.clock.charge_op("arith", 2 * nbytes(vec))  # the share: read v, write v / (k + 1)
     handles: list[Handle] = []
     recv: dict[int, torch.Tensor] = {}
     for src in in_peers:  # post receives first: a peer's send never waits for us
@@ -79,7 +86,7 @@ def start_round(comm: Communicator, graph: Graph, rank: int, itr: int, vec: torc
         handles.append(comm.irecv(recv[src], src))
     for dst in out_peers:
         handles.append(comm.isend(share, dst))
-    return Round(rank, share, handles, recv)
+    return Round(rank, share, handles, recv, comm.clock)
 
 
 def topology_spec(spec: Any, key: str, symmetric_only: bool = False) -> dict[str, Any]:

@@ -106,6 +106,7 @@ class ServerShard:
         # decay W times per round (a decoupled decay, AdamW's, stays in the optimizer)
         self.optimizer, self.wd = build_optimizer(algo.ctx.optim, [self.x], l2_outside=True)
         self.version = 0
+        self.clock = algo.comm.clock  # the apply's cost (op-cost model of a simulated clock)
 
     def apply(self, g: torch.Tensor, lr: float, weight: float, k: float = 1.0) -> None:
         """One optimizer step with gradient ``weight * (g + k wd x)``: ``g`` is this shard's
@@ -114,6 +115,9 @@ class ServerShard:
         self.optimizer.lr = lr
         self.optimizer.step()
         self.version += 1
+        nb = g.numel() * g.element_size()
+        self.clock.charge_op("arith", (6 if self.wd else 3) * nb)  # the weighted gradient (+ L2 term)
+        self.clock.charge_op("optim", getattr(self.optimizer, "bytes_touched", 5) * nb)
 
     def params(self) -> torch.Tensor:
         return self.x.detach().clone()

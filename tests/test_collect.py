@@ -355,3 +355,25 @@ def test_a_target_on_a_lower_is_better_metric_is_reached_from_above():
     assert row["final_gap"] == 0.0625 and row["final_objective"] == 1.8 and pd.isna(row["final_acc"])
     never = summarize({**info, "target_value": 1e-6}, t)
     assert pd.isna(never["epochs_to_target"]) and pd.isna(never["time_to_target_s"]) and not never["reached_target"]
+
+
+def test_breakdown_takes_the_simulated_op_costs_out_of_the_sync_part():
+    """A simulated run's op costs (time/arith_s, ...) are parts of its sync time: the breakdown
+    shows them apart and still adds up to the epoch; where a background activity paid more
+    than the worker's sync time (AD-PSGD's gossip), they are scaled down to fit it; a run
+    without them (real ranks) has NaN parts and its communication untouched."""
+    from distrepro_wf.collect import breakdown
+
+    t = pd.DataFrame({"time/compute_s_mean": [1.0], "time/sync_s_mean": [0.5], "time/straggler_delay_s_mean": [0.0],
+                      "time/arith_s_mean": [0.1], "time/optim_s_mean": [0.05], "time/copy_s_mean": [0.05],
+                      "time/stage_s_mean": [0.1], "time/compress_s_mean": [0.0]})
+    b = breakdown(t, 2.0)
+    assert b["bd_comm_s"] == pytest.approx(0.2) and b["bd_arith_s"] == pytest.approx(0.1)
+    assert b["bd_stage_s"] == pytest.approx(0.1) and b["bd_other_s"] == pytest.approx(0.5)
+    parts = [b[k] for k in ("bd_compute_s", "bd_comm_s", "bd_straggler_s", "bd_other_s", "bd_arith_s",
+                            "bd_optim_s", "bd_copy_s", "bd_stage_s", "bd_compress_s")]
+    assert sum(parts) == pytest.approx(2.0) and b["comm_share"] == pytest.approx(0.1)
+    bg = breakdown(t.assign(**{"time/sync_s_mean": [0.15]}), 2.0)  # ops 0.3 > sync 0.15: halved
+    assert bg["bd_comm_s"] == pytest.approx(0.0) and bg["bd_arith_s"] == pytest.approx(0.05)
+    real = breakdown(t[["time/compute_s_mean", "time/sync_s_mean", "time/straggler_delay_s_mean"]], 2.0)
+    assert real["bd_comm_s"] == 0.5 and all(pd.isna(real[k]) for k in ("bd_arith_s", "bd_stage_s"))

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from conftest import launch, make_config
+from impls.backends import Clock
 from impls.algorithms.signum_mv import SignumMV, SignumMVConfig, byzantine, majority_vote
 from impls.compression import build, pack_bits, unpack_bits
 from impls.errors import ConfigError
@@ -78,6 +79,7 @@ class _Group:
 
         class Member:
             world = group.world
+            clock = Clock()  # the wall clock: where the algorithm declares its local operations
 
             def broadcast(self, t, src, async_op=False):
                 pass

@@ -83,7 +83,7 @@ def test_asynchronous_run_is_deterministic(tmp_path):
     recs = [json.loads(x) for x in a[7].splitlines()]
     steps = [r for r in recs if r["kind"] == "step"]
     # the straggler's step: 3 x the profile's compute, in simulated seconds
-    assert steps[0]["time/compute_s"] + steps[0]["time/straggler_delay_s"] == pytest.approx(3 * 0.2454, rel=1e-6)
+    assert steps[0]["time/compute_s"] + steps[0]["time/straggler_delay_s"] == pytest.approx(3 * 0.089667, rel=1e-5)  # 256 images at 2855 images/s
     prov = json.loads((tmp_path / "a" / "out" / "provenance.json").read_text())
     assert prov["time"]["profile"] == "resnet50_v100x8" and prov["time"]["platform"]["name"] == "shared_hpc"
 

@@ -232,6 +232,9 @@ class ADPSGD(Algorithm):
             with self._lock:  # x_a += (x_p - x_a_sent) / 2: keeps gradient steps taken meanwhile
                 self.x.add_(self._in[:n] - self._out[:n], alpha=0.5)
                 self.averages += 1
+                nb = n * self.x.element_size()  # op-cost model: the copy out, the difference and the add
+                self.comm.clock.charge_op("copy", nb)
+                self.comm.clock.charge_op("arith", 6 * nb)
             self._done.set()
         self._out[n], self._out[n + 1] = 0.0, me
         for p in self.peers:
@@ -249,4 +252,7 @@ class ADPSGD(Algorithm):
                 self._out[:n].copy_(self.x)
                 self.x.add_(self._in[:n]).mul_(0.5)
                 self.averages += 1
+                nb = n * self.x.element_size()  # op-cost model: the copy out, the add and the halving
+                self.comm.clock.charge_op("copy", nb)
+                self.comm.clock.charge_op("arith", 5 * nb)
             self.comm.send(self._out[:n], src)

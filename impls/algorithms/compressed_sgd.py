@@ -113,6 +113,10 @@ class CompressedSGD(AllreduceSGD):  # shares allreduce_sgd's buffer broadcast; t
         for m in gathered:  # 4
             total.add_(self.compressor.decompress(from_bytes(m, parts), flat.numel()))
         flat.copy_(total.div_(world))
+        nb, clock = flat.numel() * flat.element_size(), self.comm.clock  # op-cost model:
+        clock.charge_op("compress", (1 + world) * nb)  # one compress, one decompress per gathered message
+        clock.charge_op("arith", (3 * world + 2) * nb)  # their sum and the mean
+        clock.charge_op("copy", nb)
         self.set_lr(s.lr)
         self.optimizer.step()  # 5
         return {"compress/bytes": float(wire_bytes(parts)), "compress/ratio": wire_bytes(parts) / (4 * flat.numel())}

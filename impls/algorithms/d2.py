@@ -105,10 +105,15 @@ class D2(GossipAlgorithm):
         else:
             h = x.mul(2).sub_(self.x_prev).sub_(u).add_(self.u_prev)
         self.x_prev, self.u_prev = x, u  # 3
+        clock, nb = self.comm.clock, x.numel() * x.element_size()
+        clock.charge_op("copy", 2 * nb)  # flatten x and the gradient (op-cost model)
+        clock.charge_op("arith", (2 if self.x_prev is None else 11) * nb)  # u = lr g; h (4 passes: 2x, -x', -u, +u')
         mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, h).wait()  # 4
         if self.lazy:
             mixed.add_(h).mul_(0.5)
+            clock.charge_op("arith", 5 * nb)
         write_params(self.model, mixed)
+        clock.charge_op("copy", nb)
         return {}
 
     def epoch_end(self, epoch: int) -> dict[str, float]:

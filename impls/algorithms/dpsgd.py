@@ -90,12 +90,18 @@ class DPSGD(GossipAlgorithm):
                 raise RuntimeError("dpsgd: step() without computing() (the exchange starts there)")
             write_params(self.model, self.pending.wait())  # 3
             self.pending = None
+            self._charge_copies()
             self.optimizer.step()  # 4
         else:
             self.optimizer.step()
             mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, flat_params(self.model)).wait()
             write_params(self.model, mixed)
+            self._charge_copies()
         return {}
+
+    def _charge_copies(self) -> None:
+        """Flatten the parameters for the round, write the mixed ones back (op-cost model)."""
+        self.comm.clock.charge_op("copy", 2 * sum(p.numel() * p.element_size() for p in self.model.parameters()))
 
     def close(self) -> None:
         if self.pending is not None:

@@ -155,6 +155,10 @@ class EFBlockSGDM(Algorithm):
         for h in recvs + sends:
             h.wait()
         write_params(self.model, x.sub_(self.ef.decompress(bufs, self.d)))  # 7
+        nb, clock = 4 * self.d, self.comm.clock  # op-cost model: flatten x, g; write x back
+        clock.charge_op("copy", 3 * nb)
+        clock.charge_op("arith", 14 * nb)  # L2, momentum, the Nesterov step, lr, x -= update
+        clock.charge_op("compress", 8 * nb)  # compress (+ error feedback: 6 passes), decompress
         return {}
 
     @torch.no_grad()
@@ -173,6 +177,9 @@ class EFBlockSGDM(Algorithm):
                 for h in [h for w in range(W) for h in self._send(parts, w)]:
                     h.wait()
                 x.sub_(self.ef.decompress(parts, d))
+                nb, clock = 4 * d, self.comm.clock  # op-cost model: W decompressions and sums, one
+                clock.charge_op("compress", (W + 8) * nb)  # compression with error feedback, one decompress
+                clock.charge_op("arith", (3 * W + 5) * nb)
             write_params(self.model, x)
             sc.end_epoch(epoch, {})
 

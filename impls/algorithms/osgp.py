@@ -88,6 +88,7 @@ class OSGP(GossipAlgorithm):
             for v in rnd.received():
                 self.x.add_(v[:-1])
                 self.w.add_(v[-1:])
+                self.comm.clock.charge_op("arith", 3 * v.numel() * v.element_size())  # x += v (op-cost model)
             age = max(age, now - sent)
         return age
 
@@ -96,12 +97,17 @@ class OSGP(GossipAlgorithm):
         write_params(self.model, self.x)
         self.set_lr(s.lr)
         self.optimizer.step()
+        clock, nb = self.comm.clock, self.x.numel() * self.x.element_size()
+        clock.charge_op("copy", 3 * nb)  # write x into the model, flatten it, cat with w (op-cost model)
         rnd = start_round(self.comm, self.graph, self.ctx.rank, s.step,
                           torch.cat([flat_params(self.model), self.w]))  # 2
         self.x, self.w = rnd.own[:-1].clone(), rnd.own[-1:].clone()
+        clock.charge_op("copy", nb)  # the kept share
         self.inflight.append((s.step, rnd))
         age = self._absorb(s.step - self.cfg.tau, s.step)  # 3
         write_params(self.model, self.x / self.w)  # 4
+        clock.charge_op("arith", 2 * nb)  # z = x / w
+        clock.charge_op("copy", nb)  # z into the model
         return {"gossip/weight": float(self.w), "gossip/staleness": float(age)}
 
     def _flush(self) -> None:

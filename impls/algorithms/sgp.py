@@ -82,9 +82,13 @@ class SGP(GossipAlgorithm):
         self.set_lr(s.lr)
         self.optimizer.step()
         vec = torch.cat([flat_params(self.model), self.w])
+        clock, nb = self.comm.clock, self.x.numel() * self.x.element_size()
+        clock.charge_op("copy", 3 * nb)  # write x into the model, flatten it, cat with w (op-cost model)
         mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, vec).wait()  # 3: W of iteration s.step
         self.x, self.w = mixed[:-1], mixed[-1:].clone()
         write_params(self.model, self.x / self.w)  # 4
+        clock.charge_op("arith", 2 * nb)  # z = x / w
+        clock.charge_op("copy", nb)  # z into the model
         out = {"gossip/weight": float(self.w)}
         if self.cfg.log_mass:
             out["gossip/mass"] = float(self.x.double().sum())

@@ -132,6 +132,8 @@ class SignumMV(Algorithm):
         v = self.sign.decompress([vote], self.d)  # 5
         for p, u in zip(self.params, v.split(self.sizes)):
             p.sub_(u.view_as(p).add_(p, alpha=self.wd), alpha=lr)
+        self.comm.clock.charge_op("compress", 4 * self.d)  # unpack the vote (op-cost model)
+        self.comm.clock.charge_op("arith", 6 * 4 * self.d)  # u + wd p, p -= lr u
 
     @torch.no_grad()
     def step(self, s: StepContext) -> dict[str, float]:
@@ -143,6 +145,8 @@ class SignumMV(Algorithm):
             self.m = g.mul_(1 - beta) if self.m is None else self.m.mul_(beta).add_(g, alpha=1 - beta)
             m = self.m
         (signs,) = self.sign.compress(m)  # 3
+        self.comm.clock.charge_op("compress", 4 * self.d)  # op-cost model: sign + pack
+        self.comm.clock.charge_op("arith", (0 if beta == 0 else 5) * 4 * self.d)  # the momentum
         if self.byzantine:
             signs = byzantine(signs, self.d, self.cfg.adversary_mode, self.ctx.seed, self.ctx.rank, s.step)
         if self.cfg.aggregation == "server":  # 4

@@ -71,6 +71,17 @@ class Clock:
         from now: the time between the kill and the restart is not counted."""
         return self.now() - elapsed_s
 
+    def charge_op(self, kind: str, nbytes: float) -> None:
+        """A local operation of ``kind`` touching ``nbytes`` bytes has just run (kinds:
+        :data:`impls.sim.opcost.KINDS`: ``arith``, ``optim``, ``copy``, ``stage``,
+        ``compress``).  The wall clock has already spent its real time: nothing to do; a
+        simulated clock charges the host the op-cost model's time for it."""
+
+    def pop_costs(self) -> dict[str, float]:
+        """Seconds charged per op kind since the last call (``time/arith_s``, ...); the wall
+        clock charges nothing separately (the ops' time is in the step's own)."""
+        return {}
+
     def describe(self) -> dict[str, Any]:
         return {"kind": "wall clock"}
 

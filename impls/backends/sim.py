@@ -22,6 +22,11 @@ are simulated:
 * **Compute**: :class:`SimClock` lets the real forward/backward run in zero simulated
   time, then charges the host the profile's compute time for the step
   (:mod:`impls.sim.profiles`); ``sleep`` and ``now`` are simulated.
+* **Local operations** (``clock.charge_op(kind, nbytes)``: mixing, optimizer, copies,
+  staging, compression) cost the op-cost model's time (:mod:`impls.sim.opcost`), and
+  every wire message costs its sender the profile's per-message overhead (``_put``).
+* **All-reduce bus efficiency** (``platform.allreduce_efficiency``, default 1): every
+  message of an all-reduce weighs 1/efficiency times its bytes.
 * **Background activities** (``start_background``) are actors on the same host; the
   synchronisation they need (``lock``, ``event``, ``queue``) is SimGrid's, so the
   order of asynchronous events follows simulated time and is deterministic.
@@ -63,8 +68,38 @@ def _set_rng_state(s: torch.Tensor) -> None:
     torch.set_rng_state(s)
 
 
+#: delays charged to an actor (op costs, :meth:`SimClock.charge_op`) and not slept yet, by
+#: actor pid: slept at the actor's next interaction with the simulation (a blocking call,
+#: a poll, reading the clock), which is the same simulated time as sleeping at once, with
+#: one context switch per interaction instead of one per operation
+_PENDING: dict[int, float] = {}
+
+
+def _defer(seconds: float) -> None:
+    import simgrid
+
+    pid = simgrid.this_actor.get_pid()
+    _PENDING[pid] = _PENDING.get(pid, 0.0) + seconds
+
+
+def flush_pending() -> None:
+    """Sleep this actor's deferred delays now (before it interacts with the simulation)."""
+    if _PENDING:
+        import simgrid
+
+        s = _PENDING.pop(simgrid.this_actor.get_pid(), 0.0)
+        if s > 0:
+            state = _rng_state()
+            try:
+                simgrid.this_actor.sleep_for(s)
+            finally:
+                _set_rng_state(state)
+
+
 def blocking(fn: Callable, *args: Any) -> Any:
-    """Call a SimGrid operation that may switch actors, keeping this actor's random streams."""
+    """Call a SimGrid operation that may switch actors, keeping this actor's random streams
+    (after sleeping the actor's deferred op-cost delays)."""
+    flush_pending()
     state = _rng_state()
     try:
         return fn(*args)
@@ -81,6 +116,8 @@ class World:
         self.actors: dict[int, Any] = {}  # global rank -> its main actor (the mailboxes' receiver)
         self.counters: dict[str, int] = {}
         self.allreduce_algorithm = allreduce_algorithm
+        self.allreduce_efficiency = 1.0  # the platform's all-reduce bus efficiency (wire bytes / it)
+        self.clocks: dict[int, Any] = {}  # global rank -> its SimClock (per-message overhead), if any
         self._boxes: dict[str, Any] = {}
         self.stash: dict[str, collections.deque] = collections.defaultdict(collections.deque)
 
@@ -104,6 +141,7 @@ class _Sent:
             self._comm = None
 
     def is_completed(self) -> bool:
+        flush_pending()
         return self._comm is None or bool(self._comm.test())
 
 
@@ -132,6 +170,7 @@ class _InActor:
     def __init__(self, fn: Callable[[], None], name: str):
         import simgrid
 
+        flush_pending()  # the caller's deferred delays come before what it starts
         self._box: dict[str, Any] = {}
         state = _rng_state()
 
@@ -139,6 +178,7 @@ class _InActor:
             _set_rng_state(state)
             try:
                 fn()
+                flush_pending()
             except BaseException as e:  # noqa: BLE001 - re-raised by wait()
                 self._box["error"] = e
             self._box["done"] = True
@@ -152,6 +192,7 @@ class _InActor:
             raise self._box["error"]
 
     def is_completed(self) -> bool:
+        flush_pending()
         return bool(self._box.get("done"))
 
 
@@ -201,6 +242,9 @@ class SimBackend(Backend):
         return name, self._w.mailbox(name, g)
 
     def _put(self, kind: str, dst: int, payload: Any, nbytes: float, scale: float | None = None):
+        clock = self._w.clocks.get(self._me)
+        if clock is not None:  # the transport's per-message software overhead, on the sender
+            clock.charge_message()
         _, mb = self._box(kind, dst)
         size = max(1, int(round(nbytes * (self._scale if scale is None else scale))))
         return blocking(mb.put_async, (self.rank, payload), size)
@@ -226,6 +270,7 @@ class SimBackend(Backend):
             stash.append(blocking(mb.get))
 
     def _has(self, kind: str, src: int | None) -> bool:
+        flush_pending()
         name, mb = self._box(kind, self.rank)
         stash = self._w.stash[name]
         while mb.ready:
@@ -260,8 +305,9 @@ class SimBackend(Backend):
         if self.world == 1:
             return _Done() if async_op else None
         algo = self.allreduce_algorithm_for(t.numel() * t.element_size(), self._w.allreduce_algorithm)
-        body = {"ring": self._ring_all_reduce, "tree": self._tree_all_reduce,
-                "recursive_doubling": self._rd_all_reduce}[algo]
+        me = self if self._w.allreduce_efficiency == 1.0 else self.scaled(1.0 / self._w.allreduce_efficiency)
+        body = {"ring": me._ring_all_reduce, "tree": me._tree_all_reduce,
+                "recursive_doubling": me._rd_all_reduce}[algo]
         return self._collective(lambda k: body(k, t, op), async_op)
 
     def _ring_all_reduce(self, kind: str, t: torch.Tensor, op: str) -> None:
@@ -411,6 +457,7 @@ class SimBackend(Backend):
 
     # -- shared state, background activities, synchronisation ----------------------------
     def counter_add(self, key: str, n: int = 1) -> int:
+        flush_pending()
         c = self._w.counters
         c[key] = c.get(key, 0) + n
         return c[key]
@@ -442,6 +489,7 @@ class _Background:
     def __init__(self, fn: Callable[[], None], name: str):
         import simgrid
 
+        flush_pending()
         self._alive = True
         state = _rng_state()
 
@@ -449,6 +497,7 @@ class _Background:
             _set_rng_state(state)
             try:
                 fn()  # the activity records its own errors (as a thread's target does)
+                flush_pending()
             finally:
                 self._alive = False
 
@@ -473,6 +522,7 @@ class _Lock:
         return True
 
     def release(self) -> None:
+        flush_pending()
         self._m.unlock()
 
     def __enter__(self) -> "_Lock":
@@ -494,6 +544,7 @@ class _Event:
         return self._flag
 
     def set(self) -> None:
+        flush_pending()
         self._flag = True
         while self._waiting:
             self._waiting -= 1
@@ -522,6 +573,7 @@ class _Queue:
         self._sem = simgrid.Semaphore(0)
 
     def put(self, item: Any) -> None:
+        flush_pending()
         self._items.append(item)
         self._sem.release()
 
@@ -533,12 +585,43 @@ class _Queue:
 class SimClock(Clock):
     """Simulated time: ``now`` is SimGrid's clock, ``sleep`` an actor sleep, and
     ``compute(model, batch)`` charges the host ``step_s(batch)`` seconds of work after
-    the real forward/backward has run (in zero simulated time)."""
+    the real forward/backward has run (in zero simulated time).
+
+    ``opcost`` (:class:`impls.sim.opcost.OpCost`): what ``charge_op(kind, nbytes)``
+    charges (``nbytes`` x the wire scale / the kind's bandwidth, a delay of the calling
+    actor: a copy engine or another stream, not shared host speed), and the
+    per-message overhead the backend charges the sender of every wire message
+    (:meth:`charge_message`, a sleep: the transport's CPU thread, not the device's
+    compute).  The seconds are summed per kind for the step's ``time/<kind>_s``."""
 
     def __init__(self, step_s: Callable[[Any], float], wire_scale: Callable[[int], float] = lambda b: 1.0,
-                 description: dict[str, Any] | None = None):
+                 description: dict[str, Any] | None = None, opcost: Any = None):
+        from ..sim.opcost import FREE, KINDS
+
         self._step_s, self._wire_scale = step_s, wire_scale
         self._description = description or {"kind": "simulated (SimGrid)"}
+        self.opcost = opcost if opcost is not None else FREE
+        self._op_scale = 1.0  # the run's wire scale (set when the runtime asks for it)
+        self._costs = dict.fromkeys(KINDS, 0.0)
+
+    def charge_op(self, kind: str, nbytes: float) -> None:
+        s = self.opcost.seconds(kind, nbytes * self._op_scale)
+        if s > 0:  # a delay of the calling actor, not host work: a background activity's ops
+            self._costs[kind] += s  # (AD-PSGD's gossip) must not slow the compute down by sharing the host
+            _defer(s)  # slept at the actor's next interaction with the simulation
+
+    def charge_message(self) -> None:
+        s = self.opcost.msg_us * 1e-6
+        if s > 0:
+            self._costs["msg"] += s
+            self.sleep(s)
+
+    def pop_costs(self) -> dict[str, float]:
+        from ..sim.opcost import METRICS
+
+        out = {METRICS[k]: v for k, v in self._costs.items()}
+        self._costs = dict.fromkeys(self._costs, 0.0)
+        return out
 
     def describe(self) -> dict[str, Any]:
         return dict(self._description)
@@ -546,6 +629,7 @@ class SimClock(Clock):
     def now(self) -> float:
         import simgrid
 
+        flush_pending()
         return simgrid.Engine.clock
 
     def sleep(self, seconds: float) -> None:
@@ -596,4 +680,5 @@ class SimClock(Clock):
         self.charge(self._step_s(batch))
 
     def wire_scale(self, model_bytes: int) -> float:
-        return self._wire_scale(model_bytes)
+        self._op_scale = self._wire_scale(model_bytes)  # ops on the model's vectors weigh as its messages do
+        return self._op_scale

@@ -39,6 +39,7 @@ class AdamConfig:
 
 
 class Adam(LocalOptimizer):
+    bytes_touched = 7  # per parameter byte and step: reads p, g, m, v; writes p, m, v (op-cost model)
     Config = AdamConfig
 
     def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, betas=(0.9, 0.999), eps: float = 1e-8,

@@ -105,6 +105,25 @@ def _gather_notes(note: str | None, backend: Backend) -> list[str]:
     return [f"rank {r}: {n}" for r, n in enumerate(notes) if n]
 
 
+def _charge_optimizer(algo, clock, model_bytes: int) -> None:
+    """Charge each local optimizer update to the clock as an ``optim`` op: one memory-bound
+    pass over the parameters, the gradient and the optimizer's state (SGD with momentum
+    reads p, g, m and writes p, m: 5 x the parameter bytes; the optimizer's
+    ``bytes_touched`` says its own).  A no-op on the wall clock (the update's real time is
+    spent); on a simulated one the op-cost model's time (:mod:`impls.sim.opcost`)."""
+    opt = getattr(algo, "optimizer", None)
+    if opt is None:
+        return
+    step, touched = opt.step, getattr(opt, "bytes_touched", 5) * model_bytes
+
+    def charged(*a, **k):
+        out = step(*a, **k)
+        clock.charge_op("optim", touched)
+        return out
+
+    opt.step = charged
+
+
 def _closure(algo, model: torch.nn.Module, task: Task, batch, prec: MixedPrecision | None = None):
     """``StepContext.closure``: loss and gradients on ``batch`` at the model's current parameters
     (under the run's precision: autocast, and fp16's scale applied and removed)."""
@@ -223,6 +242,7 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
                                workers, run.seed)
     algo = res.algorithm_cls(res.algorithm, Context(rank, workers, comm, res.optim, run.seed, device, tuple(roles)))
     algo.setup(model)
+    _charge_optimizer(algo, clock, model_bytes)
     h = config_hash(raw)
     ranks = rank_map(backend)  # where each rank ran (host, torchrun node, Slurm task)
     if rank == 0:
@@ -400,6 +420,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
     if marks and start_epoch == 0:
         evaluate(0, 0)  # the starting point: step 0, time 0
     comm.pop_counters()
+    clock.pop_costs()  # set-up's op costs are no step's
     first_bad: str | None = None  # this rank's first non-finite loss, gradient or parameters (divergence)
     for epoch in range(start_epoch, wl.epochs):
         model.train()
@@ -441,17 +462,19 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             bad_grad = None if skipped or prec.scaled or first_bad is not None else _nonfinite_grad(model)
             extra = {} if skipped else algo.step(s)
             c = prec.counters(comm.pop_counters())
+            costs = clock.pop_costs()  # simulated clocks: the op-cost model's seconds per kind
             now = clock.now()
             rec = {"loss/train": loss.item(), "opt/lr": s.lr, "time/compute_s": compute_s,
                    "time/straggler_delay_s": delay, "time/sync_s": now - t_sync, "time/step_s": now - t0,
-                   "time/wall_s": now - t_start, **c.as_metrics(), **extra, **prec.step_metrics(skipped, scale)}
+                   "time/wall_s": now - t_start, **c.as_metrics(), **costs, **extra,
+                   **prec.step_metrics(skipped, scale)}
             writer.write("step", epoch, gstep, rec)
             if first_bad is None and not math.isfinite(rec["loss/train"]):
                 first_bad = f"step {gstep} (epoch {epoch}): loss/train = {rec['loss/train']}"
             elif first_bad is None and bad_grad is not None:
                 first_bad = f"step {gstep} (epoch {epoch}): non-finite gradient of {bad_grad}"
             losses.append(rec["loss/train"])
-            for k in ("time/compute_s", "time/straggler_delay_s", "time/sync_s", *c.as_metrics()):
+            for k in ("time/compute_s", "time/straggler_delay_s", "time/sync_s", *c.as_metrics(), *costs):
                 sums[k] = sums.get(k, 0.0) + rec[k]
         epoch_s = clock.now() - t_epoch
         if barrier_free and epoch == wl.epochs - 1:  # drain in-flight exchanges before the final evaluation
@@ -465,7 +488,7 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             if not barrier_free or closed:  # barrier-free: once, after every worker has finished
                 ep["consensus/distance"] = consensus_distance(m, wgroup)
         # the epoch's end moved data too (a drain, OSGP's flush, a buffer sync): it belongs to this epoch
-        for k, v in comm.pop_counters().as_metrics().items():
+        for k, v in {**comm.pop_counters().as_metrics(), **clock.pop_costs()}.items():
             sums[k] = sums.get(k, 0.0) + v
         ep.update(sums)
         ep["time/wall_s"] = clock.now() - t_start

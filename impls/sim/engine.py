@@ -54,6 +54,7 @@ def run_actors(pcfg: Any, n: int, main: Callable[[int, Any], Any], seed: int = 0
     engine = simgrid.Engine(["distrepro", "--log=root.thres:critical", "--cfg=network/model:LV08"])
     platform = build_platform(pcfg, n)
     world = World(platform.hosts, allreduce_algorithm, pcfg.small_allreduce_bytes)
+    world.allreduce_efficiency = float(getattr(pcfg, "allreduce_efficiency", 1.0))
     outcome: dict[int, tuple[bool, Any]] = {}
 
     def body(rank: int) -> None:
@@ -90,7 +91,9 @@ def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.
     describe = {**profile.describe(), "platform": {k: v for k, v in vars(pcfg).items() if v is not None}}
 
     def rank_main(rank: int, world: Any) -> None:
-        clock = SimClock(profile.step_time(int(raw.get("seed", 0)), rank), profile.wire_scale, describe)
+        clock = SimClock(profile.step_time(int(raw.get("seed", 0)), rank), profile.wire_scale, describe,
+                         profile.opcost)
+        world.clocks[rank] = clock
         train(raw, Path(out), ckpt_dir, SimBackend(world, rank, list(range(n))), clock)
 
     run_actors(pcfg, n, rank_main, int(raw.get("seed", 0)), raw.get("allreduce_algorithm", "ring"))

@@ -37,6 +37,11 @@ Presets:
 * ``fat_tree`` - a two-level, full-bisection fat tree for 64-256 nodes (16 nodes per
   leaf switch, 16 spine switches), 100 Gbit/s links, 1 us per hop.
 
+Any preset takes ``allreduce_efficiency`` (default 1): the all-reduce's achieved bus
+bandwidth as a fraction of the ideal ring's (every all-reduce message weighs 1/it times its
+bytes); a fitted parameter of the published rows (``bench/sim_paper_rows``), not a preset
+value.
+
 Choose one with ``platform: {name: ethernet_10g}`` (``backend: simgrid``); more hosts
 than ``max_hosts`` is refused before any job runs.  ``max_hosts`` may be raised up to
 :data:`MAX_SIM_HOSTS` (1024; ``fat_tree``: its 256), what one simulation process can host:
@@ -89,6 +94,10 @@ class PlatformConfig:
     background_load: float | None = field(default=None, metadata={"min": 0, "lt": 1})  # shared_hpc
     burst_mb: float | None = field(default=None, metadata={"gt": 0})  # shared_hpc: one background burst
     small_allreduce_bytes: int = field(default=65536, metadata={"min": 0})  # below: recursive doubling (0: never)
+    # achieved all-reduce bandwidth / the ideal ring's on these links (NCCL's "bus
+    # efficiency"): every all-reduce message weighs 1/it times its bytes.  1: the ideal ring
+    # (the presets); below 1: a transport that does not fill the NIC (sockets, few rings).
+    allreduce_efficiency: float = field(default=1.0, metadata={"gt": 0, "max": 1})
 
     def validate(self, key: str) -> None:
         preset = PRESETS[self.name]

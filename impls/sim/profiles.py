@@ -19,22 +19,34 @@ what that math *costs* (``profile: {name: ...}``):
   workload_throughput.csv`` carries it too).
 * ``resnet50_v100x8`` - ResNet-50 on one 8-V100 node (the SGP / SlowMo clusters, 256
   images per node and step).  Model: 25,557,032 fp32 parameters (torchvision's
-  model card) = 102.228 MB.  Compute: **from one published row only**, SlowMo
-  (Wang et al. 2020) Table 2a AR-SGD at 32 nodes on 10 GbE, 420 ms per iteration,
-  minus the ring all-reduce of the model among 32 hosts of the ``ethernet_10g`` preset
-  as this simulator times it (174.6 ms; the alpha-beta formula
-  ``2 x 31 x (50 us + 102.228 MB / (32 x 1.155 GB/s))`` gives 174.6 ms too):
-  ``step_ms`` = 245.4.  The same table's SGP (304 ms) and OSGP (271 ms) rows are then
-  predictions of the network model (``bench/slowmo_table2a``).  Not given by the
-  papers, and chosen here: the node's 8 GPUs are one simulated host (intra-node
-  all-reduce over NVLink is folded into the compute time), and gradients travel in
-  fp32.
+  model card) = 102.228 MB.  Compute **from the device's published training
+  throughput**, not from any row it is compared with: NVIDIA DeepLearningExamples,
+  PyTorch ResNet-50 v1.5 README, "Training performance: NVIDIA DGX-1 16GB (8x V100
+  16GB)", 8 GPUs, FP32: 2855 images/s (torchvision's ResNet-50 is v1.5; the 8-GPU
+  figure includes the intra-node all-reduce over NVLink) -> ``step_ms`` = 256 / 2855 s
+  = 89.67 ms.  FP32 is ASSUMED (neither SGP nor SlowMo states mixed precision; that
+  table's mixed-precision figure, 8322 images/s, would give 30.8 ms).  What a
+  published AR-SGD row has beyond compute + ring is explained by named platform
+  parameters fitted on it (``platform.allreduce_efficiency``; the overlap of the
+  all-reduce with the backward pass), shown with the rows they were fitted on by
+  ``bench/sim_paper_rows``.  Chosen here: the node's 8 GPUs are one simulated host and
+  gradients travel in fp32.
 * ``transformer_wmt16_v100x8`` - the big Transformer on WMT'16 En-De, one 8-V100 node.
   Model: about 210 M fp32 parameters (Ott et al. 2018, "Scaling Neural Machine
   Translation": the big model with a shared 32 K vocabulary) = 840 MB.  Compute from
-  SlowMo Table 2b's AR-Adam row only (1648 ms at 8 nodes on 10 GbE) minus the ring
-  all-reduce among 8 hosts of ``ethernet_10g`` as simulated (1273.7 ms):
-  ``step_ms`` = 374.3.  SGP (1225 ms) is then a prediction.
+  NVIDIA DeepLearningExamples, PyTorch Transformer (fairseq, Ott et al.'s model)
+  README, "Training performance: NVIDIA DGX-1 (8x V100 16GB)", 8 GPUs, mixed precision:
+  214,656 tokens/s at 5120 tokens per GPU; a node's step of 8 x 5120 = 40,960 tokens
+  (ASSUMED: SlowMo's tokens per step were not retrieved; fairseq's recipes train in
+  fp16, ASSUMED for SlowMo too) -> ``step_ms`` = 190.82 ms.
+
+Every profile also has an **op-cost model** (:mod:`impls.sim.opcost`): the local
+arithmetic, optimizer update, copies, host staging, compression and per-message
+overhead that a real node pays besides its forward/backward, charged where each
+operation happens.  Paper profiles: V100 / PCIe 3.0 / TCP figures (sourced or marked
+assumed there); ``measured``: micro-benchmarks of this machine, cached with the
+calibration; ``fixed``: free unless given (``mem_gbps``, ``copy_gbps``, ``stage_gbps``,
+``compress_gbps``, ``msg_us``), so its step is its closed form.
 
 ``jitter`` (any profile, default 0): the coefficient of variation of one step's compute
 time.  Each rank draws a factor per step from a lognormal of mean 1 with that spread,
@@ -72,12 +84,22 @@ import torch
 from ..dataclass_config import from_dict
 from ..errors import ConfigError
 
+#: each paper profile's compute: ``per_step`` units (images, tokens) per node step at the
+#: device's published ``throughput`` (units/s) -> ``step_ms`` (module docstring for sources)
+DEVICE = {
+    "resnet50_v100x8": {"per_step": 256, "throughput": 2855.0, "unit": "images",
+                        "source": "NVIDIA DeepLearningExamples PyTorch ResNet-50 v1.5 README: DGX-1 8x V100 16GB, "
+                                  "FP32, 2855 images/s; 256 images per node step (SGP/SlowMo)"},
+    "transformer_wmt16_v100x8": {"per_step": 40960, "throughput": 214656.0, "unit": "tokens",
+                                 "source": "NVIDIA DeepLearningExamples PyTorch Transformer README: DGX-1 8x V100 "
+                                           "16GB, mixed precision, 214,656 tokens/s; 8 x 5120 tokens per node step "
+                                           "(assumed)"},
+}
 PAPER = {
-    "resnet50_v100x8": {"step_ms": 245.4, "model_mb": 102.228128,
-                        "source": "SlowMo Table 2a AR-SGD (420 ms, 32 nodes, 10 GbE) minus the ring all-reduce"},
-    "transformer_wmt16_v100x8": {"step_ms": 374.3, "model_mb": 840.0,
-                                 "source": "SlowMo Table 2b AR-Adam (1648 ms, 8 nodes, 10 GbE) minus the ring "
-                                           "all-reduce"},
+    "resnet50_v100x8": {"step_ms": round(1e3 * 256 / 2855.0, 4), "model_mb": 102.228128,
+                        "source": DEVICE["resnet50_v100x8"]["source"]},
+    "transformer_wmt16_v100x8": {"step_ms": round(1e3 * 40960 / 214656.0, 4), "model_mb": 840.0,
+                                 "source": DEVICE["transformer_wmt16_v100x8"]["source"]},
 }
 KINDS = ("measured", "fixed", *PAPER)
 
@@ -89,6 +111,13 @@ class ProfileConfig:
     model_mb: float | None = field(default=None, metadata={"gt": 0})  # messages scaled to this model size
     sample_us: float | None = field(default=None, metadata={"gt": 0})  # measured: skip the calibration
     jitter: float = field(default=0.0, metadata={"min": 0, "lt": 1})  # coefficient of variation of a step
+    # op-cost model overrides (impls.sim.opcost; GB/s, us per message): fixed profiles charge
+    # only what is given here; paper and measured profiles take their own unless overridden
+    mem_gbps: float | None = field(default=None, metadata={"gt": 0})
+    copy_gbps: float | None = field(default=None, metadata={"gt": 0})
+    stage_gbps: float | None = field(default=None, metadata={"gt": 0})
+    compress_gbps: float | None = field(default=None, metadata={"gt": 0})
+    msg_us: float | None = field(default=None, metadata={"min": 0})
 
     def validate(self, key: str) -> None:
         if self.name == "fixed" and self.step_ms is None:
@@ -122,6 +151,13 @@ class Profile:
     cfg: ProfileConfig
     sample_s: float | None = None  # measured
     calibration: dict[str, Any] | None = None
+    opcost: Any = None  # impls.sim.opcost.OpCost (None: from the profile's kind)
+
+    def __post_init__(self) -> None:
+        from .opcost import FREE, given_opcost, paper_opcost
+
+        if self.opcost is None:
+            self.opcost = given_opcost(vars(self.cfg), paper_opcost() if self.cfg.name in PAPER else FREE)
 
     def step_s(self, batch: Any) -> float:
         if self.cfg.name == "measured":
@@ -146,6 +182,7 @@ class Profile:
         else:
             d.update(step_ms=self.cfg.step_ms, model_mb=self.cfg.model_mb,
                      source=PAPER.get(self.cfg.name, {}).get("source", "given"))
+        d["opcost"] = self.opcost.describe()
         return d
 
 
@@ -163,28 +200,33 @@ def measure_sample_s(raw: Mapping[str, Any], steps: int = 20, warmup: int = 3) -
 
 def build_profile(cfg: ProfileConfig, raw: Mapping[str, Any], calibration: str | os.PathLike | None) -> Profile:
     """The run's profile; ``measured`` reads (or, once, measures and writes) the cache."""
+    from .opcost import FREE, OpCost, given_opcost, measure_opcost
+
     if cfg.name != "measured":
         return Profile(cfg)
     if cfg.sample_us is not None:
-        return Profile(cfg, cfg.sample_us / 1e6, {"given": True})
+        return Profile(cfg, cfg.sample_us / 1e6, {"given": True}, given_opcost(vars(cfg), FREE))
     key = json.dumps({"workload": raw.get("workload"), "torch": torch.__version__, "host": _platform.node()},
                      sort_keys=True)
     if calibration is None:
-        return Profile(cfg, measure_sample_s(raw), {"cached": False})
+        return Profile(cfg, measure_sample_s(raw), {"cached": False}, given_opcost(vars(cfg), measure_opcost()))
     path = Path(calibration)
     path.parent.mkdir(parents=True, exist_ok=True)
     aside = None
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # parallel runs of one pipeline calibrate once, and agree
         table, aside = read_calibration(path)
-        if key not in table:
-            table[key] = {"sample_s": measure_sample_s(raw), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        if key not in table or "opcost" not in table[key]:
+            entry = table.get(key) or {"sample_s": measure_sample_s(raw),
+                                       "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            table[key] = {**entry, "opcost": measure_opcost().describe()}  # the op-cost micro-benchmarks
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
             os.replace(tmp, path)
     entry = table[key]
     return Profile(cfg, entry["sample_s"], {"file": str(path), "measured_at": entry["measured_at"],
-                                            **({"damaged_kept_as": aside.name} if aside else {})})
+                                            **({"damaged_kept_as": aside.name} if aside else {})},
+                   given_opcost(vars(cfg), OpCost(**entry["opcost"])))
 
 
 def read_calibration(path: Path) -> tuple[dict[str, Any], Path | None]:

@@ -8,6 +8,8 @@
 # settings: simbench.DEFAULTS, overridable under benchmarks.<rule's name> in the config):
 # sim_cost_model.csv: simulated ring all-reduce / alpha-beta formula, 4-64 hosts, 1 KB-100 MB.
 # sim_slowmo_table2a.csv: SlowMo Table 2a time per iteration (32 nodes, 10 GbE) simulated.
+# sim_paper_rows.csv: every published timing row we hold (SlowMo 2a/2b, SGP v1 abstract, signSGD-MV,
+#   EF-blockSGDM) against the simulator's prediction; rows a platform parameter was fitted on marked.
 # sim_scale.csv: virtual node-steps per second of this machine, 16-256 simulated nodes.
 # sim_vs_real.csv: simulated (profile measured) / real ranks' step time, 2 compute-bound ranks.
 # ps_server_throughput.csv: gradients an asynchronous server applies per second on real ranks vs workers
@@ -87,6 +89,20 @@ rule bench_sim_slowmo:
     threads: 1  # simulated times: deterministic, whatever else runs
     script:
         "../scripts/bench_sim_slowmo.py"
+
+
+rule bench_sim_paper_rows:
+    input:
+        numbers=PUBLISHED_FILES[0],  # compare.smk: config/published/numbers.csv
+    output:
+        "results/bench/sim_paper_rows.csv",
+    log:
+        "results/logs/bench/sim_paper_rows.log",
+    params:
+        spec=config.get("benchmarks", {}).get("sim_paper_rows", {}),
+    threads: 1  # simulated times: deterministic, whatever else runs
+    script:
+        "../scripts/bench_sim_paper_rows.py"
 
 
 rule bench_sim_scale:

@@ -6,7 +6,7 @@
 
 # the benchmark tables (rule bench, bench.smk); the report shows those that exist
 BENCH_TABLES = [f"results/bench/{n}.csv" for n in ("allreduce_vs_ddp", "max_ranks", "step_time_vs_allreduce",
-                                                    "sim_cost_model", "sim_slowmo_table2a", "sim_scale", "sim_vs_real",
+                                                    "sim_cost_model", "sim_slowmo_table2a", "sim_paper_rows", "sim_scale", "sim_vs_real",
                                                     "compression_throughput", "ps_server_throughput", "ps_tta_vs_sync",
                                                     "workload_throughput")]
 BENCH_TABLES += ["results/bench/katyusha_x.csv"] if "katyusha_x" in EXPERIMENTS else []  # config/katyusha_x.yaml

@@ -5,7 +5,9 @@ Each method is one simulation (a child process, ``python -m impls.sim``) of the 
 stand-in for one epoch under the ``resnet50_v100x8`` profile (ResNet-50's compute and
 message sizes) on ``ethernet_10g``; its time per iteration is the mean of ``time/step_s``
 over every rank's steps after its first.  The profile's compute is derived from the
-AR-SGD row, so only SGP and OSGP are predictions.
+device's published throughput (not from any of these rows), the platform is the preset as it
+is: all three rows are predictions (the all-reduce efficiency fitted on the AR row, and what it
+predicts elsewhere, is ``bench/sim_paper_rows``).
 """
 
 import logging

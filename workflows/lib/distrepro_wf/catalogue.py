@@ -62,6 +62,15 @@ EPOCH: dict[str, EpochMetric] = {
     "time/comm_s": EpochMetric("max", bounds=NONNEG),
     "time/straggler_delay_s": EpochMetric("max", bounds=NONNEG),
     "time/sync_s": EpochMetric("max", bounds=NONNEG),
+    # simulated runs: the op-cost model's seconds per kind (impls/sim/opcost.py), parts of the
+    # step's time (local arithmetic, optimizer, copies, host staging, compression, and the
+    # transport's per-message overhead, which is inside time/comm_s)
+    "time/arith_s": EpochMetric("max", bounds=NONNEG),
+    "time/optim_s": EpochMetric("max", bounds=NONNEG),
+    "time/copy_s": EpochMetric("max", bounds=NONNEG),
+    "time/stage_s": EpochMetric("max", bounds=NONNEG),
+    "time/compress_s": EpochMetric("max", bounds=NONNEG),
+    "time/msg_overhead_s": EpochMetric("max", bounds=NONNEG),
     # server ranks (Algorithm.roles), apart from the workers: bytes summed over the servers;
     # the asynchronous modes' staleness of the applied pushes and their number (impls/ps.py)
     "server/bytes_sent": EpochMetric("sum", bounds=NONNEG),
@@ -75,7 +84,9 @@ EPOCH: dict[str, EpochMetric] = {
 EPOCH_DERIVED = {"acc/val_min": ("acc/val", "min"), "time/compute_s_mean": ("time/compute_s", "mean"),
                  "time/comm_s_mean": ("time/comm_s", "mean"),
                  "time/straggler_delay_s_mean": ("time/straggler_delay_s", "mean"),
-                 "time/sync_s_mean": ("time/sync_s", "mean")}
+                 "time/sync_s_mean": ("time/sync_s", "mean"),
+                 **{f"time/{k}_s_mean": (f"time/{k}_s", "mean")
+                    for k in ("arith", "optim", "copy", "stage", "compress", "msg_overhead")}}
 #: the evaluation's keys (``task.evaluate``): what an evaluation point of a run carries, in
 #: ``eval`` and ``epoch`` records alike; the metric columns of ``evals.csv``
 EVAL_KEYS = ("acc/val", "loss/val", "loss/objective", "opt/gap", "bleu/val", "nll/val")
@@ -132,6 +143,11 @@ METRICS: dict[str, Metric] = {
                                   source=("time/compute_s", "mean"), bounds=NONNEG),
     "comm_s_per_epoch": Metric("communication time per epoch", "s", "comm_s_per_epoch",
                                source=("time/comm_s", "mean"), bounds=NONNEG),
+    **{f"{k}_s_per_epoch": Metric(f"{label} time per epoch (simulated op-cost model)", "s", f"{k}_s_per_epoch",
+                                  source=(f"time/{k}_s", "mean"), bounds=NONNEG)
+       for k, label in (("arith", "local arithmetic"), ("optim", "optimizer update"), ("copy", "buffer copy"),
+                        ("stage", "host staging"), ("compress", "compression"),
+                        ("msg_overhead", "per-message transport overhead"))},
     "straggler_delay_s_per_epoch": Metric("straggler delay per epoch", "s", "straggler_delay_s_per_epoch",
                                           source=("time/straggler_delay_s", "mean"), bounds=NONNEG),
     # to target: interpolated between the last evaluation point that missed it and the first that met it

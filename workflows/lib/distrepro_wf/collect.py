@@ -357,6 +357,10 @@ def bytes_at(step: float, t: pd.DataFrame, steps_per_epoch: int, steps_bytes: pd
 
 
 BREAKDOWN = {"bd_compute_s": "time/compute_s", "bd_comm_s": "time/sync_s", "bd_straggler_s": "time/straggler_delay_s"}
+#: simulated runs' op-cost kinds (impls/sim/opcost.py): taken out of the sync part (where the
+#: worker pays them), so the parts still add up; a run without them (real ranks) gets NaN
+OP_PARTS = {"bd_arith_s": "time/arith_s", "bd_optim_s": "time/optim_s", "bd_copy_s": "time/copy_s",
+            "bd_stage_s": "time/stage_s", "bd_compress_s": "time/compress_s"}
 #: runs logged before ``time/sync_s`` existed: their communication part is the counters' wait
 BREAKDOWN_FALLBACK = {"time/sync_s": "time/comm_s"}
 
@@ -373,7 +377,12 @@ def breakdown(t: pd.DataFrame, time_per_epoch_s: float) -> dict:
     The communication part is ``time/sync_s``, the worker loop's own time in the algorithm's
     step (its wait for communication plus the update), not ``time/comm_s``: a background
     exchange (AD-PSGD's gossip) waits while the worker computes, and counting that wait would
-    make the parts exceed the epoch.  Older runs without ``time/sync_s`` use ``time/comm_s``."""
+    make the parts exceed the epoch.  Older runs without ``time/sync_s`` use ``time/comm_s``.
+
+    Simulated runs also log the op-cost model's seconds per kind (:data:`OP_PARTS`: local
+    arithmetic, optimizer, copies, host staging, compression); they are paid inside the
+    step's sync time, so they are taken out of ``bd_comm_s`` (scaled to fit it where a
+    background activity paid some of them) and the parts still add up."""
     out = {}
     for col, key in BREAKDOWN.items():
         if f"{key}_mean" not in t and key not in t:
@@ -382,6 +391,16 @@ def breakdown(t: pd.DataFrame, time_per_epoch_s: float) -> dict:
         out[col] = float(t[src].mean()) if src in t else np.nan
     rest = time_per_epoch_s - sum(out.values())
     out["bd_other_s"] = float(np.clip(rest, 0.0, None))  # NaN (a part not logged) stays NaN
+    ops = {col: float(t[f"{key}_mean" if f"{key}_mean" in t else key].mean())
+           for col, key in OP_PARTS.items() if f"{key}_mean" in t or key in t}
+    total = sum(ops.values())
+    if ops and np.isfinite(out["bd_comm_s"]):
+        # a background activity's ops (AD-PSGD's gossip) are not in the worker's sync time:
+        # scaled down to fit it, so the parts still add up to the epoch
+        f = min(1.0, out["bd_comm_s"] / total) if total > 0 else 0.0
+        ops = {col: v * f for col, v in ops.items()}
+        out["bd_comm_s"] -= sum(ops.values())
+    out.update({col: ops.get(col, np.nan) for col in OP_PARTS})
     out["comm_share"] = out["bd_comm_s"] / time_per_epoch_s if time_per_epoch_s else np.nan
     out["compute_share"] = out["bd_compute_s"] / time_per_epoch_s if time_per_epoch_s else np.nan
     return out

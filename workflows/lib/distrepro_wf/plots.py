@@ -310,6 +310,11 @@ BREAKDOWN = [("bd_compute_s", "compute_s_per_epoch", "compute", "#4c72b0"),
              ("bd_comm_s", "comm_s_per_epoch", "communication", "#dd8452"),
              ("bd_straggler_s", "straggler_delay_s_per_epoch", "straggler wait", "#c44e52"),
              ("bd_other_s", None, "other", "#bbbbbb")]
+#: simulated runs' local operations (the op-cost model, impls/sim/opcost.py): optional parts,
+#: taken out of communication by the collector (0 where a run has none: real ranks)
+BREAKDOWN_OPS = [("bd_arith_s", "arithmetic", "#55a868"), ("bd_optim_s", "optimizer", "#8172b3"),
+                 ("bd_copy_s", "copies", "#937860"), ("bd_stage_s", "host staging", "#da8bc3"),
+                 ("bd_compress_s", "compression", "#ccb974")]
 
 
 def breakdown_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -329,7 +334,11 @@ def breakdown_table(runs: pd.DataFrame) -> pd.DataFrame:
     if not have_bd:
         known = r[[b[2] for b in BREAKDOWN[:3]]].sum(axis=1)
         r["other"] = (r["time_per_epoch_s"].astype(float) - known).clip(lower=0)
-    return r.groupby(keys)[[b[2] for b in BREAKDOWN]].mean().reset_index()
+    ops = [lab for col, lab, _ in BREAKDOWN_OPS if have_bd and col in r and r[col].fillna(0).gt(0).any()]
+    for col, lab, _ in BREAKDOWN_OPS:
+        if lab in ops:
+            r[lab] = r[col].astype(float).fillna(0)
+    return r.groupby(keys)[[b[2] for b in BREAKDOWN] + ops].mean().reset_index()
 
 
 def time_breakdown(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
@@ -343,7 +352,8 @@ def time_breakdown(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None
     fig, ax = _plt().subplots(figsize=(max(5.0, 0.45 * len(t) + 3), 3.8))
     x = np.arange(len(t))
     bottom = np.zeros(len(t))
-    for _, _, lab, col in BREAKDOWN:
+    parts = [(lab, col) for _, _, lab, col in BREAKDOWN] + [(lab, col) for _, lab, col in BREAKDOWN_OPS if lab in t]
+    for lab, col in parts:
         v = t[lab].to_numpy(float)
         ax.bar(x, v, bottom=bottom, color=col, label=lab, width=0.75)
         bottom += v

@@ -1,0 +1,148 @@
+"""Snakemake script of rule ``bench_sim_paper_rows``: every published timing row we hold
+against the simulator's prediction (``distrepro_wf/simbench.py``, "sim_paper_rows").
+
+Compute comes from the device's published throughput (``impls/sim/profiles.py``), local
+operations from the op-cost model (``impls/sim/opcost.py``), the network from the platform
+preset.  One platform parameter is fitted, and only on AR rows, each marked ``fitted``:
+``platform.allreduce_efficiency`` (the all-reduce's achieved share of the ideal ring's
+bandwidth), with DDP's overlap of the all-reduce with the backward pass off (simulated) and
+on (analytic, :func:`simbench.fit_efficiency_overlapped`).  SlowMo Table 2a's AR row fits it
+for SlowMo's cluster, whose Table 2b AR row is then a prediction; the SGP v1 abstract's AR
+bound is fitted on its own, side by side, to show which value each paper needs.  Every
+other row is a prediction: within 25 % or not, and the note says why not.
+"""
+
+import logging
+import tempfile
+import time
+
+import pandas as pd
+
+from distrepro_wf import simbench as sb
+
+sm = snakemake  # noqa: F821
+log = sm.log[0]
+logging.basicConfig(filename=log, filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")
+spec = sb.bench_spec("sim_paper_rows", sm.params.spec)
+numbers = pd.read_csv(sm.input.numbers, dtype=str).set_index("id")
+wl = sb.merged(sb.TINY_WORKLOAD, spec["workload"])
+RN50, TRANSFORMER = 102.228128e6, 840e6
+PEER1 = {"topology": {"name": "exponential", "peers": 1}}
+V100X1 = {"name": "fixed", "step_ms": round(128 / sb.V100X1_RESNET50_FP32 * 1e3, 3), "model_mb": 102.228128,
+          # the paper profiles' V100 op costs (impls/sim/opcost.py), for one V100 per machine
+          "mem_gbps": 720.0, "copy_gbps": 360.0, "stage_gbps": 12.0, "compress_gbps": 180.0, "msg_us": 10.0}
+
+
+def platform(eff: float = 1.0):
+    return {"name": spec["platform"], "allreduce_efficiency": min(1.0, eff)} if eff != 1.0 else spec["platform"]
+
+
+def run(tmp, tag, algo, nodes, profile, eff=1.0, workload=None):
+    cfg = sb.sim_config(algo, nodes, sb.merged(wl, workload), platform(eff), profile, method=tag)
+    child, out = sb.simulate(cfg, f"{tmp}/{tag}", log, timeout_s=spec["timeout_s"])
+    got = {k: sum(v) / len(v) * 1e3 for k, v in (
+        (k, sb.after_warmup(sb.step_times(out, k), skip=1)) for k in ("time/step_s", "time/sync_s",
+                                                                        "time/compute_s"))}
+    logging.info("%s: %s (%.1f s wall)", tag, {k: round(v, 3) for k, v in got.items()}, child.wall_s)
+    return got
+
+
+def pub(nid):
+    return sb.published_row(numbers, nid)
+
+
+def eff_text(e_off, e_on):
+    lo, hi = sb.EFFICIENCY_RANGE
+    ok = lo <= e_off <= hi or (e_on == e_on and lo <= e_on <= hi)
+    return (f"allreduce_efficiency={e_off:.3f} (overlap off) / {e_on:.3f} (overlap on, analytic, backward "
+            f"{sb.BACKWARD_SHARE:.2f} of compute); plausible range {lo}-{hi} (assumed)"), ok
+
+
+rows = []
+with tempfile.TemporaryDirectory() as tmp:
+    # -- SlowMo Table 2a: ResNet-50, 32 nodes x 8 V100, 10 GbE ----------------------------------
+    ar1 = run(tmp, "ar_eff1", "allreduce_sgd", 32, "resnet50_v100x8")
+    p = pub("slowmo_t2a_ar_tpi")
+    e2a = sb.fit_allreduce_efficiency(p["value"], ar1["time/step_s"], 32, RN50, spec["platform"])
+    e2a_on = sb.fit_efficiency_overlapped(p["value"], ar1["time/step_s"], ar1["time/compute_s"], 32, RN50,
+                                          spec["platform"])
+    ar2a = run(tmp, "ar_slowmo", "allreduce_sgd", 32, "resnet50_v100x8", e2a)
+    text, ok = eff_text(e2a, e2a_on)
+    rows.append(sb.paper_row(p, p["value"], "ms", ar2a["time/step_s"], "fitted", text, ok,
+                             f"fitted on this row (ideal ring, efficiency 1: {ar1['time/step_s']:.1f} ms); "
+                             f"compute {ar1['time/compute_s']:.2f} ms from NVIDIA's 2855 images/s"))
+    sgp = run(tmp, "sgp", {"name": "sgp", **PEER1}, 32, "resnet50_v100x8")
+    osgp = run(tmp, "osgp", {"name": "osgp", "tau": 1, **PEER1}, 32, "resnet50_v100x8")
+    why_gossip = ("gossip does not all-reduce: no fitted parameter enters; the simulated step is compute + one "
+                  "exchange + op costs, so the published row's extra time is per-step cost this model lacks "
+                  "(input pipeline, the reference's CPU gossip buffers and Python loop, fp32 at 32 images "
+                  "per GPU below NVIDIA's tuned throughput), not network")
+    for nid, got in (("slowmo_t2a_sgp_tpi", sgp), ("slowmo_t2a_osgp_tpi", osgp)):
+        p = pub(nid)
+        rows.append(sb.paper_row(p, p["value"], "ms", got["time/step_s"], "prediction", "none fitted", None,
+                                 why_gossip))
+    p = pub("slowmo_t2a_localsgd_tpi")
+    rows.append(sb.paper_row(p, p["value"], "ms", None, "not simulated", "-", None,
+                             "no Local SGD method in impls/algorithms"))
+    # -- SGP v1 abstract: the same cluster's rows, 90 epochs of 8192 images --------------------
+    its = sb.iterations(90, 8192)
+    p = pub("sgp_v1_time_ar_n32")
+    ar_v1_ms = p["value"] * 3600e3 / its
+    ev1 = sb.fit_allreduce_efficiency(ar_v1_ms, ar1["time/step_s"], 32, RN50, spec["platform"])
+    ev1_on = sb.fit_efficiency_overlapped(ar_v1_ms, ar1["time/step_s"], ar1["time/compute_s"], 32, RN50,
+                                          spec["platform"])
+    arv1 = run(tmp, "ar_sgpv1", "allreduce_sgd", 32, "resnet50_v100x8", ev1)
+    text, ok = eff_text(ev1, ev1_on)
+    rows.append(sb.paper_row(p, ar_v1_ms, "ms", arv1["time/step_s"], "fitted", text, ok,
+                             f"> 5 h / {its} iterations = {ar_v1_ms:.1f} ms (a lower bound: the efficiency is an "
+                             f"upper bound); SlowMo's AR row on the same kind of cluster needs {e2a:.3f}"))
+    p = pub("sgp_v1_time_sgp_n32")
+    rows.append(sb.paper_row(p, p["value"] * 3600e3 / its, "ms", sgp["time/step_s"], "prediction", "none fitted",
+                             None, "~1.6 h / " + str(its) + " iterations; " + why_gossip))
+    # -- SlowMo Table 2b: Transformer, 8 nodes, AR-Adam with SlowMo 2a's efficiency -------------
+    adam = {"optimizer": {"name": "adam", "lr": 1e-3}}
+    ar2b = run(tmp, "ar_adam_t2b", "allreduce_sgd", 8, "transformer_wmt16_v100x8", e2a, adam)
+    fp16 = run(tmp, "ar_adam_t2b_fp16", "allreduce_sgd", 8, {"name": "transformer_wmt16_v100x8", "model_mb": 420.0},
+               e2a, adam)
+    p = pub("slowmo_t2b_ar_tpi")
+    rows.append(sb.paper_row(p, p["value"], "ms", ar2b["time/step_s"], "prediction",
+                             f"allreduce_efficiency={e2a:.3f} (fitted on slowmo_t2a_ar_tpi: same cluster)", None,
+                             f"compute {ar2b['time/compute_s']:.1f} ms from NVIDIA's 214,656 tokens/s at "
+                             "40,960 tokens per node step (assumed); fp32 gradients (840 MB). With fp16 gradients "
+                             f"(fairseq's --fp16 all-reduces them: 420 MB) the same efficiency predicts "
+                             f"{fp16['time/step_s']:.1f} ms ({fp16['time/step_s'] / p['value']:.3f} x)"))
+    sgp2b = run(tmp, "sgp_t2b", {"name": "sgp", **PEER1}, 8, "transformer_wmt16_v100x8", 1.0, adam)
+    p = pub("slowmo_t2b_sgp_tpi")
+    rows.append(sb.paper_row(p, p["value"], "ms", sgp2b["time/step_s"], "prediction", "none fitted", None,
+                             why_gossip.replace("32 images per GPU", "its batch")))
+    p = pub("slowmo_t2b_localadam_tpi")
+    rows.append(sb.paper_row(p, p["value"], "ms", None, "not simulated", "-", None,
+                             "no Local Adam method in impls/algorithms"))
+    # -- signSGD-MV: 15 x p3.2xlarge (1 V100), ResNet-50 batch 128, AWS up to 10 Gbps -----------
+    ar15 = run(tmp, "ar_signmv", "allreduce_sgd", 15, V100X1, e2a)
+    smv = run(tmp, "signum_mv", {"name": "signum_mv"}, 15, V100X1, e2a,
+              {"optimizer": {"name": "sgd", "lr": 1e-4, "momentum": 0.0, "nesterov": False, "weight_decay": 1e-5}})
+    assumed = (f"1 V100 per machine: {V100X1['step_ms']} ms = 128 / 367 images/s (NVIDIA, 1 GPU FP32); "
+               f"network: ethernet_10g with SlowMo's fitted all-reduce efficiency {e2a:.3f} (AWS's 'up to "
+               "10 Gbps' and NCCL: assumed alike)")
+    p = pub("signmv_wall_25pct")
+    rows.append(sb.paper_row(p, p["value"], "%", 100 * (1 - smv["time/step_s"] / ar15["time/step_s"]),
+                             "prediction", f"allreduce_efficiency={e2a:.3f} (from slowmo_t2a_ar_tpi)", None,
+                             "wall-clock reduction per step (same epochs): 1 - Signum-MV / AR; " + assumed))
+    p = pub("signmv_fig5_comm")
+    comm = (ar15["time/sync_s"]) / smv["time/sync_s"]
+    rows.append(sb.paper_row(p, p["value"], "x", comm, "prediction",
+                             f"allreduce_efficiency={e2a:.3f} (from slowmo_t2a_ar_tpi)", None,
+                             "communication (incl. compression) speedup: AR's step beyond compute / "
+                             "Signum-MV's; 7 machines in the paper, 15 here; " + assumed))
+    # -- dist-EF-blockSGDM: 7 nodes (hardware not retrieved: assumed as signSGD-MV's) -----------
+    ar7 = run(tmp, "ar_efsgdm", "allreduce_sgd", 7, V100X1, e2a)
+    ef = run(tmp, "ef_blocksgdm", {"name": "ef_blocksgdm"}, 7, V100X1, e2a)
+    p = pub("efsgdm_abs_wall")
+    rows.append(sb.paper_row(p, p["value"], "%", 100 * (1 - ef["time/step_s"] / ar7["time/step_s"]),
+                             "prediction", f"allreduce_efficiency={e2a:.3f} (from slowmo_t2a_ar_tpi)", None,
+                             "wall-clock reduction per step, same epochs to the accuracy assumed; the paper's "
+                             "hardware and network were not retrieved (efsgdm_tables NOT RETRIEVED): " + assumed))
+table = pd.DataFrame(rows, columns=sb.PAPER_ROWS_COLUMNS)
+table.to_csv(sm.output[0], index=False)
+logging.info("done at %s\n%s", time.strftime("%H:%M:%S"), table.drop(columns=["note"]).to_string(index=False))

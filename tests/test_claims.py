@@ -844,3 +844,26 @@ def test_claims_table_whose_text_columns_are_all_empty_still_renders():
     import io
     f = claim_frame(pd.read_csv(io.StringIO(csv)))
     assert (f.loc[0, "setting"], f.loc[0, "scale"]) == ("experiment sgp_sim", "log")
+
+
+def test_tta_table_counts_every_run_and_compares_with_log_rank():
+    """The report's time-to-accuracy table: "reached k of n", Kaplan-Meier medians, the log-rank
+    p against AR-SGD; a method that never arrives has an undefined median, not a missing row, and
+    its misses are not averaged away (the old table: the mean of the 4 runs that arrived)."""
+    from distrepro_wf.evidence import tta_display, tta_table
+
+    runs = _tta_runs([1.0, 1.1, 1.2, 1.3, None], [2.0, 2.1, 2.2, 2.3, 2.4])
+    runs = pd.concat([runs, _tta_runs([None] * 5, [None] * 5).query("method == 'sgp_1peer'")
+                      .assign(method="dpsgd")], ignore_index=True)
+    t = tta_table(runs).set_index("method")
+    assert (t.loc["sgp_1peer", "reached"], t.loc["sgp_1peer", "runs"], t.loc["dpsgd", "reached"]) == (4, 5, 0)
+    assert (t.loc["sgp_1peer", "median_s"], t.loc["allreduce_sgd", "median_s"]) == (1.2, 2.2)
+    assert math.isnan(t.loc["dpsgd", "median_s"]) and t.loc["dpsgd", "median_high_s"] == math.inf
+    assert t.loc["sgp_1peer", "speedup"] == pytest.approx(2.2 / 1.2) and math.isnan(t.loc["sgp_1peer", "speedup_low"])
+    assert t.loc["dpsgd", "logrank_p"] == pytest.approx(0.0018419, abs=1e-6)  # AR-SGD arrives, dpsgd never
+    rows = {r["method"]: r for r in tta_display(tta_table(runs), "simulated time")}
+    assert rows["sgp_1peer"]["reached"] == "4 of 5" and rows["sgp_1peer"]["miss"]
+    assert rows["dpsgd"]["median"].startswith("undefined") and rows["dpsgd"]["speedup"] == "n/a"
+    assert rows["allreduce_sgd"]["speedup"] == "1 (baseline)" and rows["allreduce_sgd"]["p"] == ""
+    # a workload without a target: no table (not a table of misses)
+    assert tta_table(runs.assign(target_value=np.nan)).empty

@@ -431,14 +431,15 @@ def _secondary(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.Dat
     counted (:func:`censored_judgement`: a run that never reached the target is censored at its
     last evaluation); a note when the two measures disagree."""
     other = SECONDARY.get(c["metric"])
-    if other is None or c["compare"] != "ratio" or other not in runs.get(c["experiment"], ()):
-        return {}  # no second measure recorded (an older table), or not a ratio: nothing to say
+    table = runs.get(c["experiment"], pd.DataFrame())
+    if other is None or c["compare"] != "ratio" or other not in table or not has_target(table):
+        return {}  # no second measure recorded (an older table, a workload without a target): nothing to say
     data, problems, _, _ = _censored_stat(c, config, runs, failed, nodes, straggler)
     if problems:
         if status != NOT_COMPARABLE:
             notes.append(f"time to accuracy not comparable: {problems[0]}")
         return {"tta_status": NOT_COMPARABLE}
-    st, f, why = censored_judgement(c["expect"], *data["a"], *data["b"], names=(c["a"]["method"], c["b"]["method"]))
+    st, f, why = censored_judgement(c["expect"], *data["a"], *data["b"], names=side_names(c))
     if st != status:
         ci = f" [{f['ci_low']:.3g}, {f['ci_high']:.3g}]" if not math.isnan(f["ci_low"]) else ""
         est = f"{f['measured']:.3g}{ci}; " if not math.isnan(f["measured"]) else ""
@@ -454,6 +455,11 @@ def reached(runs: pd.DataFrame) -> pd.Series:
     if "reached_target" in runs:
         return runs["reached_target"].astype(str).str.lower().isin(("true", "1", "1.0", "yes"))
     return runs["time_to_target_s"].notna() if "time_to_target_s" in runs else pd.Series(False, runs.index)
+
+
+def has_target(runs: pd.DataFrame) -> bool:
+    """Whether the runs had a target to reach (``target_value``; an older table without it: yes)."""
+    return "target_value" not in runs or bool(pd.to_numeric(runs["target_value"], errors="coerce").notna().any())
 
 
 def censored_times(ok: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -475,6 +481,8 @@ def _censored_side(table: pd.DataFrame, failed: pd.DataFrame | None, grid: pd.Da
     if not len(ok):
         _, problem, _ = _side(table, failed, grid, sel, nodes, straggler, METRICS["time_to_target_s"])
         return None, problem, ""
+    if not has_target(ok):
+        return None, f"{sel['method']}: the workload has no target (workload.target)", ""
     t, hit = censored_times(ok)
     t, hit = t.set_axis(ok["seed"].to_numpy()), hit.set_axis(ok["seed"].to_numpy())
     if t.isna().any():
@@ -502,6 +510,16 @@ def _censored_stat(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
             data[side] = d
     seeds = {"seeds_a": len(data["a"][0]) if "a" in data else 0, "seeds_b": len(data["b"][0]) if "b" in data else 0}
     return data, problems, notes, seeds
+
+
+def side_names(c: dict[str, Any]) -> tuple[str, str]:
+    """The two sides' names in a reason: the methods, with the setting a side pins when the
+    methods are the same (ar_slowed_by_straggler: 'allreduce_sgd (straggler slow1x4)')."""
+    a, b = c["a"], c.get("b", {})
+    if a.get("method") != b.get("method"):
+        return a["method"], b.get("method", "b")
+    name = lambda sel: f"{sel['method']} ({', '.join(f'{k} {sel[k]}' for k in ('nodes', 'straggler') if k in sel) or 'this setting'})"  # noqa: E501,E731
+    return name(a), name(b)
 
 
 def censored_fields(a: Median, b: Median, test: Any) -> dict[str, Any]:
@@ -608,8 +626,7 @@ def _censored_row(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.
             where.update(control_measured=cf["measured"], control_low=cf["ci_low"], control_high=cf["ci_high"])
     if problems:
         return _row(c, NOT_COMPARABLE, "; ".join(problems + notes), nodes, straggler, **seeds, **where)
-    status, f, why = censored_judgement(c["expect"], *data["a"], *data["b"], names=(c["a"]["method"],
-                                                                                   c["b"]["method"]))
+    status, f, why = censored_judgement(c["expect"], *data["a"], *data["b"], names=side_names(c))
     km = {k: f[k] for k in TTA_KM}
     mech = mechanisms.check(c, config, table, nodes, straggler)
     if mech:

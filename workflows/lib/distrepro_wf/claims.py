@@ -518,7 +518,9 @@ def side_names(c: dict[str, Any]) -> tuple[str, str]:
     a, b = c["a"], c.get("b", {})
     if a.get("method") != b.get("method"):
         return a["method"], b.get("method", "b")
-    name = lambda sel: f"{sel['method']} ({', '.join(f'{k} {sel[k]}' for k in ('nodes', 'straggler') if k in sel) or 'this setting'})"  # noqa: E501,E731
+    def name(sel: dict[str, Any]) -> str:
+        pinned = ", ".join(f"{k} {sel[k]}" for k in ("nodes", "straggler") if k in sel)
+        return f"{sel['method']} ({pinned or 'this setting'})"
     return name(a), name(b)
 
 

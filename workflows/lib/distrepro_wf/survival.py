@@ -17,9 +17,10 @@ as a **censored** observation: "not reached by time c", c being the run's last e
   "undefined", when S never falls to 1/2: fewer than half the runs can be shown to have
   arrived).  Its 95 % interval by Brookmeyer & Crowley (1982) on the **log-log** scale (as R's
   ``survfit(conf.type = "log-log")``): the pointwise band of S,
-  S(t)^exp(+-z se), se = sqrt(sum d/(n(n-d))) / |log S(t)|, inverted at 1/2 (the times whose band holds 1/2): the lower limit
-  is the first event time where the band's lower edge is <= 1/2, the upper limit the first
-  where its upper edge is (+inf, "not reached", when it never is).  The log-log band stays
+  S(t)^exp(+-z se), se = sqrt(sum d/(n(n-d))) / |log S(t)|, inverted at 1/2 (the times whose
+  band holds 1/2): the lower limit is the first event time where the band's lower edge is
+  <= 1/2, the upper limit the first where its upper edge is (+inf, "not reached", when it
+  never is).  The log-log band stays
   inside (0, 1), which the plain Greenwood band does not at 5 runs a side.
 * :func:`logrank`: the two-sample log-rank test (Mantel 1966; Peto & Peto 1972): at each
   distinct event time, the events of group a against their expectation under "same curve",

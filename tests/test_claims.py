@@ -360,12 +360,81 @@ def test_missing_results_are_never_reproduced(tmp_path):
     assert res["status"].tolist() == ["not comparable"]
 
 
-def test_metric_never_reached_is_not_comparable(tmp_path):
+def test_a_run_with_no_time_at_all_is_not_comparable(tmp_path):
+    """Not reached and no last evaluation to censor it at (an older table without
+    time_last_eval_s and wall_s): not comparable, and the reason says which seed."""
     runs = runs_table([("sgp_1peer", 4, "none", 1, 0.3, 0.9), ("allreduce_sgd", 4, "none", 1, 0.5, 0.9)])
     runs["time_to_target_s"] = [np.nan, 1.0]
     res = evaluate(tmp_path, [claim(metric="time_to_target_s")], runs)
     assert res["status"].iloc[0] == "not comparable"
-    assert "time_to_target_s missing for sgp_1peer" in res["reason"].iloc[0]
+    assert "sgp_1peer: no time to the target and no last evaluation at seed(s) 1" in res["reason"].iloc[0]
+
+
+def _tta_runs(a: list[float | None], b: list[float | None], last: float = 10.0) -> pd.DataFrame:
+    """5 seeds a side: sgp_1peer's times to the target ``a`` and AR-SGD's ``b`` (None: never
+    reached, censored at its last evaluation ``last``)."""
+    rows = [(m, 4, "none", s, 0.5, 0.9) for m, ts in (("sgp_1peer", a), ("allreduce_sgd", b)) for s in range(1, 6)]
+    runs = runs_table(rows)
+    times = [t for ts in (a, b) for t in ts]
+    runs["time_to_target_s"] = [np.nan if t is None else t for t in times]
+    runs["reached_target"] = [t is not None for t in times]
+    runs["time_last_eval_s"] = last
+    return runs
+
+
+def test_time_to_target_counts_the_runs_that_never_reach_it(tmp_path):
+    """sgp_1peer reaches the target in 4 of 5 runs, each sooner than any AR-SGD run (5 of 5).
+    Dropping the miss (the old rule) made it "reproduced" (Welch t on 4 against 5 seeds); censored at
+    its last evaluation it reaches the target less often, so it cannot be faster: inconclusive."""
+    tta = claim(metric="time_to_target_s")
+    runs = _tta_runs([1.0, 1.1, 1.2, 1.3, None], [2.0, 2.1, 2.2, 2.3, 2.4])
+    r = evaluate(tmp_path, [tta], runs).iloc[0]
+    assert r["status"] == "inconclusive" and "sgp_1peer reaches the target less often" in r["reason"]
+    assert (r["tta_reached_a"], r["tta_runs_a"], r["tta_reached_b"], r["tta_runs_b"]) == (4, 5, 5, 5)
+    assert (r["tta_median_a"], r["tta_median_b"]) == (1.2, 2.2) and r["measured"] == pytest.approx(1.2 / 2.2)
+    assert (r["seeds_a"], r["seeds_b"]) == (5, 5) and r["interval"] == "Kaplan-Meier medians, log-rank test"
+    # never reached by sgp_1peer, always by AR-SGD: AR-SGD is sooner (log-rank p 0.0018): not reproduced
+    r = evaluate(tmp_path, [tta], _tta_runs([None] * 5, [2.0, 2.1, 2.2, 2.3, 2.4])).iloc[0]
+    assert r["status"] == "not reproduced" and r["tta_logrank_p"] == pytest.approx(0.0018419, abs=1e-6)
+    assert "allreduce_sgd reaches it sooner" in r["reason"] and math.isnan(r["measured"])
+    # nobody arrives (32 simulated nodes in 2 epochs): inconclusive, never dropped
+    r = evaluate(tmp_path, [tta], _tta_runs([None] * 5, [None] * 5)).iloc[0]
+    assert r["status"] == "inconclusive" and r["reason"].startswith("target not reached")
+    assert (r["tta_reached_a"], r["tta_reached_b"]) == (0, 0)
+    # sgp_1peer 5 of 5, AR-SGD 2 of 5 and later: SGP sooner (its median defined, AR's not): reproduced
+    r = evaluate(tmp_path, [tta], _tta_runs([1.0, 1.1, 1.2, 1.3, 1.4], [5.0, 6.0, None, None, None])).iloc[0]
+    assert r["status"] == "reproduced" and math.isnan(r["tta_median_b"]) and r["tta_median_a"] == 1.2
+    # every run arrives: nothing censored, the paired t interval on log ratios as before
+    r = evaluate(tmp_path, [tta], _tta_runs([1.0, 1.1, 1.2, 1.3, 1.4], [2.0, 2.1, 2.2, 2.3, 2.4])).iloc[0]
+    assert r["status"] == "reproduced" and r["interval"] == "paired t (log ratio)"
+    assert r["measured"] == pytest.approx(math.exp(np.mean(np.log([1 / 2, 1.1 / 2.1, 1.2 / 2.2, 1.3 / 2.3,
+                                                                    1.4 / 2.4]))), rel=1e-12)
+
+
+def test_censored_verdict_rule():
+    """:func:`claims.censored_verdict`, step by step (a / b < 1: a must be sooner)."""
+    from distrepro_wf.survival import LogRank, Median
+
+    less = {"op": "<", "value": 1.0, "tolerance": 0.0}
+    med = lambda m, k, n=5: Median(m, math.nan, math.inf, k, n)  # noqa: E731
+    a_sooner, b_sooner, no_diff = (LogRank(0, 0, 1, 9.0, 0.01, True), LogRank(0, 0, 1, 9.0, 0.01, False),
+                                   LogRank(0, 0, 1, 1.0, 0.3, True))
+    v = wfclaims.censored_verdict
+    assert v(less, med(math.nan, 2), med(math.nan, 1), a_sooner)[0] == "inconclusive"  # 1: no median
+    assert v({"op": "within", "value": 1.0, "tolerance": 0.1}, med(1, 5), med(2, 4), a_sooner)[0] == "inconclusive"
+    assert v(less, med(1, 4), med(2, 5), a_sooner)[0] == "inconclusive"      # 4: a reaches it less often
+    assert v(less, med(3, 4), med(2, 5), b_sooner)[0] == "not reproduced"    # 4: ... and b is sooner
+    assert v(less, med(1, 5), med(2, 4), b_sooner)[0] == "not reproduced"    # 5
+    assert v(less, med(1, 5), med(2, 4), no_diff)[0] == "inconclusive"       # 5
+    assert v(less, med(1, 5), med(2, 4), a_sooner)[0] == "reproduced"        # 6
+    assert v(less, med(1, 5), med(2, 5), LogRank(0, 0, 0, math.nan, math.nan, False))[0] == "inconclusive"
+    # b must be sooner (a / b in [4, 8]: a = AR-SGD, b = AD-PSGD): b reaching it in 0 of 5 cannot be
+    between = {"op": "between", "value": [4.0, 8.0], "tolerance": 0.0}
+    assert v(between, med(2, 3), med(math.nan, 0), a_sooner)[0] == "not reproduced"
+    assert v(between, med(2, 3), med(math.nan, 0), no_diff)[0] == "inconclusive"
+    st, why = v(between, med(8, 4), med(1, 5), b_sooner)  # sooner, but the size needs every run
+    assert st == "inconclusive" and "needs every run to reach the target" in why
+    assert v({"op": ">", "value": 1.0, "tolerance": 0.0}, med(8, 4), med(1, 5), b_sooner)[0] == "reproduced"
 
 
 def test_absolute_numbers_only_at_the_published_setting(tmp_path):
@@ -751,10 +820,17 @@ def test_a_per_epoch_speed_claim_is_judged_again_on_time_to_accuracy(tmp_path):
     assert r["status"] == "reproduced" and r["tta_status"] == "not reproduced"
     assert r["tta_measured"] == pytest.approx(math.exp(np.mean(np.log([3.0 / 2.0, 3.3 / 2.1, 3.1 / 2.05]))))
     assert "time to accuracy disagrees: not reproduced" in r["reason"]
-    runs["time_to_target_s"] = [3.0, 3.3, 3.1, np.nan, np.nan, np.nan]  # AR-SGD never reached the target
+    # AR-SGD never reached the target: censored at its last evaluation (6 s), it still counts: SGP
+    # reaches the target in 3 of 3, AR-SGD in 0 of 3 (log-rank p 0.014): SGP is sooner on that measure too
+    runs["time_to_target_s"] = [3.0, 3.3, 3.1, np.nan, np.nan, np.nan]
+    runs["reached_target"] = [True] * 3 + [False] * 3
+    runs["time_last_eval_s"] = 6.0
     r = evaluate(tmp_path, [claim()], runs).iloc[0]
-    assert r["status"] == "reproduced" and r["tta_status"] == "not comparable"
-    assert "time to accuracy not comparable: time_to_target_s missing for allreduce_sgd" in r["reason"]
+    assert r["status"] == "reproduced" and r["tta_status"] == "reproduced" and math.isnan(r["tta_measured"])
+    assert (r["tta_reached_a"], r["tta_reached_b"], r["tta_median_a"]) == (3, 0, 3.1) and r["tta_logrank_p"] < 0.05
+    runs["time_last_eval_s"] = 2.0  # ... but stopped at 2 s, before SGP arrived: no difference shown
+    r = evaluate(tmp_path, [claim()], runs).iloc[0]
+    assert r["tta_status"] == "inconclusive" and "time to accuracy disagrees: inconclusive" in r["reason"]
 
 
 def test_claims_table_whose_text_columns_are_all_empty_still_renders():
@@ -768,3 +844,26 @@ def test_claims_table_whose_text_columns_are_all_empty_still_renders():
     import io
     f = claim_frame(pd.read_csv(io.StringIO(csv)))
     assert (f.loc[0, "setting"], f.loc[0, "scale"]) == ("experiment sgp_sim", "log")
+
+
+def test_tta_table_counts_every_run_and_compares_with_log_rank():
+    """The report's time-to-accuracy table: "reached k of n", Kaplan-Meier medians, the log-rank
+    p against AR-SGD; a method that never arrives has an undefined median, not a missing row, and
+    its misses are not averaged away (the old table: the mean of the 4 runs that arrived)."""
+    from distrepro_wf.evidence import tta_display, tta_table
+
+    runs = _tta_runs([1.0, 1.1, 1.2, 1.3, None], [2.0, 2.1, 2.2, 2.3, 2.4])
+    runs = pd.concat([runs, _tta_runs([None] * 5, [None] * 5).query("method == 'sgp_1peer'")
+                      .assign(method="dpsgd")], ignore_index=True)
+    t = tta_table(runs).set_index("method")
+    assert (t.loc["sgp_1peer", "reached"], t.loc["sgp_1peer", "runs"], t.loc["dpsgd", "reached"]) == (4, 5, 0)
+    assert (t.loc["sgp_1peer", "median_s"], t.loc["allreduce_sgd", "median_s"]) == (1.2, 2.2)
+    assert math.isnan(t.loc["dpsgd", "median_s"]) and t.loc["dpsgd", "median_high_s"] == math.inf
+    assert t.loc["sgp_1peer", "speedup"] == pytest.approx(2.2 / 1.2) and math.isnan(t.loc["sgp_1peer", "speedup_low"])
+    assert t.loc["dpsgd", "logrank_p"] == pytest.approx(0.0018419, abs=1e-6)  # AR-SGD arrives, dpsgd never
+    rows = {r["method"]: r for r in tta_display(tta_table(runs), "simulated time")}
+    assert rows["sgp_1peer"]["reached"] == "4 of 5" and rows["sgp_1peer"]["miss"]
+    assert rows["dpsgd"]["median"].startswith("undefined") and rows["dpsgd"]["speedup"] == "n/a"
+    assert rows["allreduce_sgd"]["speedup"] == "1 (baseline)" and rows["allreduce_sgd"]["p"] == ""
+    # a workload without a target: no table (not a table of misses)
+    assert tta_table(runs.assign(target_value=np.nan)).empty

@@ -265,12 +265,16 @@ def test_front_page_leads_with_the_forest_plot_and_the_table_behind_it(browser, 
     # the control and the published value are named beside the effect
     sgp = browser.find_element("css selector", "table.evidence tr[data-claim='sgp_epoch_faster_than_ar']").text
     assert "sgp_sim_fastnet" in sgp and "simulated infiniband_100g" in sgp and "published" in sgp and "x [" in sgp
+    # time to the target beside it, every run counted: reached k of n a side, KM medians, log-rank p
+    assert "time to target: reached 3 of 3 / 3 of 3; median 0.844 s [0.827, 0.85] / 1.39 s" in sgp
+    assert "log-rank p = 0.025" in sgp
 
 
 def test_tta_table_and_run_links(browser, rendered):
     """SGP's time-to-accuracy table: one row per method x setting, AR-SGD as the baseline, the
     speedup with its interval, and the 2-peer SGP that never reaches the target counted as
-    3 / 3 runs that did not; every run row links to its run directory, metrics, log and config."""
+    reached 0 of 3 with an undefined median (censored, not dropped) and a log-rank p against
+    AR-SGD; every run row links to its run directory, metrics, log and config."""
     root, _ = rendered
     page = root / "reports" / "papers" / "sgp.html"
     inspect(browser, page)
@@ -280,8 +284,9 @@ def test_tta_table_and_run_links(browser, rendered):
     assert sorted(rows) == ["allreduce_sgd", "dpsgd", "sgp_1peer", "sgp_2peer"], rows
     assert rows["allreduce_sgd"][5] == "1 (baseline)"
     assert rows["sgp_1peer"][5].split("x [")[0] != "n/a" and "paired t" in rows["sgp_1peer"][5]
-    assert rows["sgp_2peer"][7] == "3 / 3" and rows["sgp_2peer"][3] == "n/a"
-    assert rows["dpsgd"][7] == "0 / 3"
+    assert rows["sgp_2peer"][3] == "0 of 3" and rows["sgp_2peer"][4].startswith("undefined")
+    assert rows["dpsgd"][3] == "3 of 3" and rows["dpsgd"][4].endswith("]") and rows["dpsgd"][6] != ""
+    assert float(rows["sgp_2peer"][6]) < 0.05  # AR-SGD arrives, 2-peer SGP never: the log-rank test says so
     browser.execute_script("document.querySelectorAll('details.runs').forEach(d => d.open = true)")
     run = browser.find_elements("css selector", "table.runs tbody tr")[0]
     links = {a.text: a.get_attribute("href") for a in run.find_elements("tag name", "a")}

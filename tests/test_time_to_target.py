@@ -40,6 +40,7 @@ def test_target_met_between_two_evaluations_is_interpolated():
     assert (r["steps_to_target"], r["time_to_target_s"], r["epochs_to_target"]) == (5.0, 2.5, 1.25)
     assert r["bytes_to_target"] == 120.0  # epoch 0's 100 B, then epoch 1's first step's 20 B
     assert r["reached_target"] and not r["target_at_first_eval"] and r["tta_evals"] == 2
+    assert r["time_last_eval_s"] == 4.0  # the series' last point, reached or not
     # a quarter of the way from step 6 (3 s) to step 8 (4 s); bytes from step 7 (160 B) to the end (200 B)
     r = _tta("acc/val", 0.78125)
     assert (r["steps_to_target"], r["time_to_target_s"], r["bytes_to_target"]) == (6.5, 3.25, 150.0)
@@ -61,9 +62,10 @@ def test_target_met_at_the_first_evaluation_takes_its_values_and_says_so():
 
 
 def test_a_target_never_met_is_nan_and_not_reached():
+    """Not reached: no time to the target, and the run is censored at its last evaluation (4 s)."""
     for metric, value in (("acc/val", 0.9), ("loss/val", 0.125)):
         r = _tta(metric, value)
-        assert not r["reached_target"] and not r["target_at_first_eval"]
+        assert not r["reached_target"] and not r["target_at_first_eval"] and r["time_last_eval_s"] == 4.0
         assert all(math.isnan(r[k]) for k in ("time_to_target_s", "steps_to_target", "epochs_to_target",
                                               "bytes_to_target"))
 

@@ -160,6 +160,8 @@ METRICS: dict[str, Metric] = {
     "reached_target": Metric("target reached", "", "reached_target", higher_is_better=True, bounds=UNIT),
     "target_at_first_eval": Metric("target met at the first evaluation (an upper bound)", "",
                                    "target_at_first_eval", bounds=UNIT),
+    "time_last_eval_s": Metric("time of the last evaluation (where a run that never reaches the target is censored)",
+                               "s", "time_last_eval_s", bounds=NONNEG),
     "tta_evals": Metric("evaluation points per epoch", "", "tta_evals", higher_is_better=True, bounds=NONNEG),
     # where an epoch's time goes (means over worker ranks and epochs; they add up to time per epoch)
     "bd_compute_s": Metric("compute per epoch (mean rank)", "s", "bd_compute_s", bounds=NONNEG),

@@ -19,7 +19,7 @@ pass region (``expect`` with its tolerance, :func:`pass_region`):
   cannot matter", "1-peer SGP averages exactly at n=2"; the measured value is in the reason, not
   judged), the experiment, method or setting was not run, every run failed
   ("every run failed: ... (seed 1: diverged: ...)"), no run completed, the metric is missing
-  (e.g. target accuracy never reached), a ratio's values are not all positive (no log, the
+  (e.g. a final accuracy never logged), a ratio's values are not all positive (no log, the
   statistic is undefined), or, for an absolute number, the run's workload / node count differs
   from the published setting.  Missing results are never "reproduced".
 
@@ -35,11 +35,21 @@ every comparable setting is (and there is one), "not comparable" if none is comp
 "inconclusive"; it is provisional when a provisional setting takes part in that verdict (any
 comparable setting is provisional, unless a non-provisional setting is not reproduced).
 
+Time to the target counts every run.  A claim on ``time_to_target_s`` (a ratio) never drops a run
+that did not reach the target: it is censored at its last evaluation (``time_last_eval_s``), each
+side gets a Kaplan-Meier median with its interval and the sides a log-rank test
+(:mod:`distrepro_wf.survival`; why not a paired test: there).  When every run of both sides
+arrived nothing is censored and the paired t interval of the ratio stands; otherwise the status
+follows :func:`censored_verdict` (e.g. a side that reaches the target less often can never be
+"faster to it"; neither median defined: inconclusive, "target not reached").  The ``tta_*``
+columns carry "reached k of n" per side, the medians and the test's p-value.
+
 Controls and the second measure.  A claim with a ``control`` (the fast network, no straggler)
 shows the same comparison there (``control_*``); ``compare: ratio_vs_control`` judges the
 mechanism differentially, (a/b here) / (a/b at the control), per seed (a paired t interval on
 the log scale when both settings ran the same seeds).  A per-epoch speed claim is judged again on
-time to the target (MLPerf's measure, ``tta_*``) and the reason says when the two disagree.
+time to the target (MLPerf's measure, ``tta_*``, every run counted as above) and the reason says
+when the two disagree.
 The published value is one source's number (``published.other`` says what another source says,
 shown, never averaged); the ``gap`` is shown only at the published scale (``published.nodes``).
 A ``harness: true`` claim checks the harness itself and is shown on the harness page.
@@ -63,6 +73,7 @@ from .config import expand
 from .published import Published
 from . import mechanisms
 from .stats import interval, nonpositive, p_between
+from .survival import Median, km_median, logrank
 
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
 INCONCLUSIVE, PROVISIONAL = "inconclusive", "provisional"
@@ -216,8 +227,18 @@ COLUMNS = ["claim", "paper", "page", "experiment", "statement", "mechanism", "me
            "nodes", "straggler", "setting", "status", "provisional", "reason", "measured", "ci_low", "ci_high",
            "interval", "df", "p_a_beats_b", "wins", "p_pass", "seeds_a", "seeds_b", "pass_low", "pass_high",
            "control", "control_measured", "control_low", "control_high", "tta_measured", "tta_low", "tta_high",
-           "tta_status", "published", "published_nodes", "gap", "expected", "published_note", "published_other",
+           "tta_status", "tta_reached_a", "tta_runs_a", "tta_reached_b", "tta_runs_b", "tta_median_a",
+           "tta_median_a_low", "tta_median_a_high", "tta_median_b", "tta_median_b_low", "tta_median_b_high",
+           "tta_logrank_p", "published", "published_nodes", "gap", "expected", "published_note", "published_other",
            "sources"]
+#: the censored time-to-target columns (:func:`censored_fields`), NaN / 0 where not judged
+TTA_KM = {"tta_reached_a": 0, "tta_runs_a": 0, "tta_reached_b": 0, "tta_runs_b": 0, "tta_median_a": math.nan,
+          "tta_median_a_low": math.nan, "tta_median_a_high": math.nan, "tta_median_b": math.nan,
+          "tta_median_b_low": math.nan, "tta_median_b_high": math.nan, "tta_logrank_p": math.nan}
+#: metrics judged with the runs that never reach the target censored (compare: ratio)
+CENSORED = {"time_to_target_s"}
+#: the log-rank test's level: p below it decides which side reaches the target sooner
+ALPHA = 0.05
 #: speed claims stated per epoch are also judged on time to the target (MLPerf's measure), shown beside
 SECONDARY = {"time_per_epoch_s": "time_to_target_s"}
 
@@ -237,7 +258,7 @@ def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggl
            "wins": "", "p_pass": math.nan, "seeds_a": 0, "seeds_b": 0, "pass_low": lo, "pass_high": hi,
            "control": _control_text(c), "control_measured": math.nan, "control_low": math.nan,
            "control_high": math.nan, "tta_measured": math.nan, "tta_low": math.nan, "tta_high": math.nan,
-           "tta_status": "", "published": pub.get("value"),
+           "tta_status": "", **TTA_KM, "published": pub.get("value"),
            "published_nodes": " ".join(map(str, pub.get("nodes", []))), "gap": math.nan,
            "expected": expect_text(c["expect"], c["compare"]), "published_note": pub.get("note", ""),
            "published_other": pub.get("other", ""), "sources": " ".join(c["sources"])}
@@ -341,6 +362,9 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
     for nodes, straggler in settings:
         where = {"setting": setting_text(config, e, nodes, straggler),
                  "control": _control_text(c, config, nodes, straggler)}
+        if c["metric"] in CENSORED and c["compare"] == "ratio":
+            out.append(_censored_row(c, config, runs, failed, table, nodes, straggler, where))
+            continue
         iv, problems, notes, seeds = _stat(c, config, runs, failed, nodes, straggler, metric)
         paired = seeds.pop("paired")
         ctl = None
@@ -403,22 +427,232 @@ def _versus_control(c: dict[str, Any], config: dict[str, Any], runs: dict[str, p
 
 def _secondary(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.DataFrame],
                failed: dict[str, pd.DataFrame], nodes: int, straggler: str, status: str, notes: list[str]) -> dict:
-    """A per-epoch speed claim judged again on time to the target (``tta_*`` columns); a note when
-    the two measures disagree."""
+    """A per-epoch speed claim judged again on time to the target (``tta_*`` columns), every run
+    counted (:func:`censored_judgement`: a run that never reached the target is censored at its
+    last evaluation); a note when the two measures disagree."""
     other = SECONDARY.get(c["metric"])
-    if other is None or c["compare"] not in ("ratio", "difference") or other not in runs.get(c["experiment"], ()):
-        return {}  # no second measure recorded (an older table): nothing to say
-    alt = {**c, "metric": other}
-    iv, problems, _, _ = _stat(alt, config, runs, failed, nodes, straggler, METRICS[other])
-    if iv is None:
-        if status != NOT_COMPARABLE and problems:
+    table = runs.get(c["experiment"], pd.DataFrame())
+    if other is None or c["compare"] != "ratio" or other not in table or not has_target(table):
+        return {}  # no second measure recorded (an older table, a workload without a target): nothing to say
+    data, problems, _, _ = _censored_stat(c, config, runs, failed, nodes, straggler)
+    if problems:
+        if status != NOT_COMPARABLE:
             notes.append(f"time to accuracy not comparable: {problems[0]}")
         return {"tta_status": NOT_COMPARABLE}
-    st = verdict(iv.low, iv.high, c["expect"])
+    st, f, why = censored_judgement(c["expect"], *data["a"], *data["b"], names=side_names(c))
     if st != status:
-        notes.append(f"time to accuracy disagrees: {st} ({iv.estimate:.3g}"
-                     + (f" [{iv.low:.3g}, {iv.high:.3g}]" if iv.method else "") + ")")
-    return {"tta_measured": iv.estimate, "tta_low": iv.low, "tta_high": iv.high, "tta_status": st}
+        ci = f" [{f['ci_low']:.3g}, {f['ci_high']:.3g}]" if not math.isnan(f["ci_low"]) else ""
+        est = f"{f['measured']:.3g}{ci}; " if not math.isnan(f["measured"]) else ""
+        notes.append(f"time to accuracy disagrees: {st} ({est}{why})")
+    return {"tta_measured": f["measured"], "tta_low": f["ci_low"], "tta_high": f["ci_high"], "tta_status": st,
+            **{k: f[k] for k in TTA_KM}}
+
+
+# ------------------------------------------------------------------ time to the target, every run counted
+
+def reached(runs: pd.DataFrame) -> pd.Series:
+    """Whether each run reached its target (``reached_target``; an older table: a time to it)."""
+    if "reached_target" in runs:
+        return runs["reached_target"].astype(str).str.lower().isin(("true", "1", "1.0", "yes"))
+    return runs["time_to_target_s"].notna() if "time_to_target_s" in runs else pd.Series(False, runs.index)
+
+
+def has_target(runs: pd.DataFrame) -> bool:
+    """Whether the runs had a target to reach (``target_value``; an older table without it: yes)."""
+    return "target_value" not in runs or bool(pd.to_numeric(runs["target_value"], errors="coerce").notna().any())
+
+
+def censored_times(ok: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Completed runs as (time, reached), indexed like ``ok``: the time to the target where it was
+    reached, else the run's censoring time, its last evaluation (``time_last_eval_s``; in an
+    older runs.csv without it, ``wall_s``: the last epoch's end, where its last evaluation ran).
+    NaN where a run has neither."""
+    hit = reached(ok)
+    num = lambda col: (pd.to_numeric(ok[col], errors="coerce") if col in ok  # noqa: E731
+                       else pd.Series(math.nan, ok.index, dtype=float))
+    last = num("time_last_eval_s").fillna(num("wall_s"))
+    return num("time_to_target_s").where(hit, last), hit
+
+
+def _censored_side(table: pd.DataFrame, failed: pd.DataFrame | None, grid: pd.DataFrame, sel: dict[str, Any],
+                   nodes: int, straggler: str) -> tuple[tuple[pd.Series, pd.Series] | None, str, str]:
+    """One side's completed runs as ``((times, reached) by seed, problem, note)``; as :func:`_side`."""
+    ok = _select(table, sel, nodes, straggler)
+    if not len(ok):
+        _, problem, _ = _side(table, failed, grid, sel, nodes, straggler, METRICS["time_to_target_s"])
+        return None, problem, ""
+    if not has_target(ok):
+        return None, f"{sel['method']}: the workload has no target (workload.target)", ""
+    t, hit = censored_times(ok)
+    t, hit = t.set_axis(ok["seed"].to_numpy()), hit.set_axis(ok["seed"].to_numpy())
+    if t.isna().any():
+        seeds = ", ".join(str(int(x)) for x in t.index[t.isna()])
+        return None, (f"{sel['method']}: no time to the target and no last evaluation at seed(s) {seeds} "
+                      "(a runs.csv without time_last_eval_s and wall_s)"), ""
+    bad = _select(failed, sel, nodes, straggler)
+    note = f"judged on {len(t)} completed run(s) of {sel['method']}; {_failed_text(bad)}" if len(bad) else ""
+    return (t, hit), "", note
+
+
+def _censored_stat(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.DataFrame],
+                   failed: dict[str, pd.DataFrame], nodes: int, straggler: str, control: bool = False
+                   ) -> tuple[dict[str, tuple[pd.Series, pd.Series]], list[str], list[str], dict[str, int]]:
+    """Both sides' (times, reached) at a setting (or its control), problems, notes and seed counts."""
+    e, n, st = _control_setting(c, config, nodes, straggler) if control else (c["experiment"], nodes, straggler)
+    if e not in config["experiments"]:
+        return {}, [f"control experiment {e!r} not in config"], [], {"seeds_a": 0, "seeds_b": 0}
+    data, problems, notes = {}, [], []
+    for side in ("a", "b"):
+        d, problem, note = _censored_side(runs.get(e, pd.DataFrame()), failed.get(e), _grid(config, e), c[side], n, st)
+        problems += [problem] if problem else []
+        notes += [note] if note else []
+        if d is not None:
+            data[side] = d
+    seeds = {"seeds_a": len(data["a"][0]) if "a" in data else 0, "seeds_b": len(data["b"][0]) if "b" in data else 0}
+    return data, problems, notes, seeds
+
+
+def side_names(c: dict[str, Any]) -> tuple[str, str]:
+    """The two sides' names in a reason: the methods, with the setting a side pins when the
+    methods are the same (ar_slowed_by_straggler: 'allreduce_sgd (straggler slow1x4)')."""
+    a, b = c["a"], c.get("b", {})
+    if a.get("method") != b.get("method"):
+        return a["method"], b.get("method", "b")
+    def name(sel: dict[str, Any]) -> str:
+        pinned = ", ".join(f"{k} {sel[k]}" for k in ("nodes", "straggler") if k in sel)
+        return f"{sel['method']} ({pinned or 'this setting'})"
+    return name(a), name(b)
+
+
+def censored_fields(a: Median, b: Median, test: Any) -> dict[str, Any]:
+    """The ``tta_*`` Kaplan-Meier columns of two sides and their log-rank test."""
+    return {"tta_reached_a": a.reached, "tta_runs_a": a.runs, "tta_reached_b": b.reached, "tta_runs_b": b.runs,
+            "tta_median_a": a.median, "tta_median_a_low": a.low, "tta_median_a_high": a.high,
+            "tta_median_b": b.median, "tta_median_b_low": b.low, "tta_median_b_high": b.high,
+            "tta_logrank_p": test.p}
+
+
+def censored_verdict(expect: dict[str, Any], a: Median, b: Median, test: Any, names: tuple[str, str] = ("a", "b"),
+                     alpha: float = ALPHA) -> tuple[str, str]:
+    """Status and reason of a time-to-target ratio claim (a / b against ``expect``) when some run
+    never reached the target, from both sides' Kaplan-Meier medians (``a``, ``b``:
+    :func:`distrepro_wf.survival.km_median`) and their log-rank ``test``
+    (:func:`distrepro_wf.survival.logrank`).  The rule, in order:
+
+    1. Neither median is defined (fewer than half of each side's runs reach the target):
+       inconclusive, "target not reached".
+    2. The claim names the side that must reach the target sooner: a when the pass region lies
+       at or below 1 (a / b < 1), b when it lies at or above 1.  A region around parity
+       (e.g. |a / b - 1| <= 0.1) names none: censored times show which side is sooner, not a
+       ratio near 1: inconclusive.
+    3. Sooner means the log-rank test finds a difference (p < ``alpha``, 5 %) in that
+       direction: the side reaching the target more (O > E) is sooner.
+    4. A side that reaches the target in a smaller share of its runs than the other
+       (k_s / n_s < k_o / n_o) cannot be faster to it: not reproduced if the other side is
+       significantly sooner, else inconclusive, whatever the medians say.
+    5. The other side significantly sooner: not reproduced.  No significant difference:
+       inconclusive.
+    6. The named side significantly sooner and its median defined: reproduced when the pass
+       region is the direction itself (its bound is 1: "a / b < 1"); a region with a size
+       (e.g. a / b in [4, 8], or < 0.5) cannot be checked on censored times (no per-seed
+       ratio exists for a run that never arrived): inconclusive.
+    """
+    lo, _, hi, _ = pass_region(expect)
+    na, nb = names
+    counts = f"{na} reached the target in {a.reached} of {a.runs} runs, {nb} in {b.reached} of {b.runs}"
+    ptext = "log-rank p n/a" if math.isnan(test.p) else f"log-rank p = {test.p:.3g}"
+    if math.isnan(a.median) and math.isnan(b.median):
+        return INCONCLUSIVE, f"target not reached: neither median time to the target is defined ({counts})"
+    sooner = "a" if hi <= 1 else "b" if lo >= 1 else None
+    if sooner is None:
+        return INCONCLUSIVE, (f"a pass region around parity cannot be judged on censored times ({counts}, "
+                              f"{ptext})")
+    sig = not math.isnan(test.p) and test.p < alpha
+    winner = ("a" if test.a_sooner else "b") if sig else None
+    s, o = (a, b) if sooner == "a" else (b, a)
+    sn, on = (na, nb) if sooner == "a" else (nb, na)
+    if s.reached * o.runs < o.reached * s.runs:
+        if winner not in (None, sooner):
+            return NOT_REPRODUCED, (f"{sn} reaches the target less often and {on} reaches it sooner ({counts}, "
+                                    f"{ptext})")
+        return INCONCLUSIVE, (f"{sn} reaches the target less often, so it cannot be faster to it ({counts}, "
+                              f"{ptext})")
+    if winner is None:
+        return INCONCLUSIVE, f"no significant difference in time to the target ({counts}, {ptext})"
+    if winner != sooner:
+        return NOT_REPRODUCED, f"{on} reaches the target sooner ({counts}, {ptext})"
+    if math.isnan(s.median):
+        return INCONCLUSIVE, f"{sn}'s median time to the target is undefined ({counts}, {ptext})"
+    if (hi if sooner == "a" else lo) != 1:
+        return INCONCLUSIVE, (f"{sn} reaches the target sooner ({counts}, {ptext}), but the claimed size "
+                              f"({expect_text(expect, 'ratio')}) needs every run to reach the target")
+    return REPRODUCED, f"{sn} reaches the target sooner ({counts}, {ptext})"
+
+
+def censored_judgement(expect: dict[str, Any], ta: pd.Series, ea: pd.Series, tb: pd.Series, eb: pd.Series,
+                       names: tuple[str, str] = ("a", "b")) -> tuple[str, dict[str, Any], str]:
+    """(status, fields, reason) of a time-to-target ratio claim over every run: ``ta``/``tb`` the
+    times by seed (to the target, or to the last evaluation where ``ea``/``eb`` is False).
+
+    Every run of both sides reached the target (and in positive time): nothing is censored, the
+    per-seed times are complete, so the ratio keeps its t interval over seeds (paired by seed,
+    :func:`distrepro_wf.stats.interval`), which also measures a claimed size (e.g. [4, 8]).
+    Otherwise :func:`censored_verdict`; the estimate is then the ratio of the Kaplan-Meier
+    medians (NaN when one is undefined), without an interval.  The Kaplan-Meier columns
+    (:func:`censored_fields`) are filled either way."""
+    ma, mb = km_median(ta.to_numpy(float), ea.to_numpy(bool)), km_median(tb.to_numpy(float), eb.to_numpy(bool))
+    test = logrank(ta.to_numpy(float), ea.to_numpy(bool), tb.to_numpy(float), eb.to_numpy(bool))
+    f = censored_fields(ma, mb, test)
+    if ea.all() and eb.all() and (ta > 0).all() and (tb > 0).all():
+        iv = interval("ratio", ta.astype(float), tb.astype(float), higher_is_better=False)
+        f.update(measured=iv.estimate, ci_low=iv.low, ci_high=iv.high, interval=iv.method, n=iv.n, df=iv.df,
+                 p_a_beats_b=iv.p_a_beats_b, wins=iv.wins, iv=iv)
+        return verdict(iv.low, iv.high, expect), f, "every run reached the target"
+    st, why = censored_verdict(expect, ma, mb, test, names)
+    ratio = ma.median / mb.median if ma.median > 0 and mb.median > 0 else math.nan
+    f.update(measured=ratio, ci_low=math.nan, ci_high=math.nan, interval="Kaplan-Meier medians, log-rank test",
+             n=min(ma.runs, mb.runs), df=math.nan, p_a_beats_b=math.nan, wins="", iv=None)
+    return st, f, why
+
+
+def _censored_row(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.DataFrame],
+                  failed: dict[str, pd.DataFrame], table: pd.DataFrame, nodes: int, straggler: str,
+                  where: dict[str, Any]) -> dict[str, Any]:
+    """A time-to-target ratio claim at one setting, every completed run counted
+    (:func:`censored_judgement`)."""
+    data, problems, notes, seeds = _censored_stat(c, config, runs, failed, nodes, straggler)
+    if c.get("control"):
+        cdata, cproblems, _, _ = _censored_stat(c, config, runs, failed, nodes, straggler, control=True)
+        if not cproblems:
+            _, cf, _ = censored_judgement(c["expect"], *cdata["a"], *cdata["b"])
+            where.update(control_measured=cf["measured"], control_low=cf["ci_low"], control_high=cf["ci_high"])
+    if problems:
+        return _row(c, NOT_COMPARABLE, "; ".join(problems + notes), nodes, straggler, **seeds, **where)
+    status, f, why = censored_judgement(c["expect"], *data["a"], *data["b"], names=side_names(c))
+    km = {k: f[k] for k in TTA_KM}
+    mech = mechanisms.check(c, config, table, nodes, straggler)
+    if mech:
+        est = "undefined" if math.isnan(f["measured"]) else f"{f['measured']:.3g}"
+        return _row(c, NOT_COMPARABLE, f"the setting cannot show the mechanism: {mech} (measured {est}; {why}; "
+                                       "not judged)", nodes, straggler, **seeds, **where, **km)
+    iv = f["iv"]
+    if iv is not None and not iv.method:
+        notes.insert(0, "no interval: one seed a side")
+    notes.insert(0, why)
+    provisional = f["n"] < MIN_SEEDS
+    if provisional:
+        notes.insert(0, f"provisional: {f['n']} seed{'s' if f['n'] != 1 else ''} a side, fewer than {MIN_SEEDS}")
+    r = pass_region(c["expect"])
+    p_pass = (math.nan if iv is None else float(_passes(iv.estimate, c["expect"])) if iv.se == 0
+              else p_between(iv, r[0], r[2]))
+    pub = c.get("published") or {}
+    at_scale = pub.get("value") is not None and (not pub.get("nodes") or nodes in pub["nodes"])
+    if pub.get("value") is not None and not at_scale:
+        notes.append(f"no gap: the published value is for {', '.join(map(str, pub['nodes']))} nodes")
+    return _row(c, status, "; ".join(notes), nodes, straggler, provisional="yes" if provisional else "",
+                measured=f["measured"], ci_low=f["ci_low"], ci_high=f["ci_high"], interval=f["interval"], df=f["df"],
+                p_a_beats_b=f["p_a_beats_b"], wins=f["wins"], p_pass=p_pass,
+                gap=f["measured"] - pub["value"] if at_scale else math.nan, **seeds, **where, **km)
 
 
 def evaluate(published: Published, config: dict[str, Any], runs: dict[str, pd.DataFrame],

@@ -296,7 +296,9 @@ def to_target(info: dict, t: pd.DataFrame, evals: pd.DataFrame | None = None,
     (:func:`grad_evals_at`; NaN for methods that do not count them).  A series whose first point meets the target has no interval:
     that point's values are taken and ``target_at_first_eval`` marks them (an upper bound).
     ``reached_target``: whether the target was met at all (the to-target values are NaN if
-    not); ``tta_evals``: the series' points per epoch.
+    not); ``tta_evals``: the series' points per epoch; ``time_last_eval_s``: the time of the
+    series' last point with the target's metric, where a run that never met the target is
+    censored (:mod:`distrepro_wf.survival`: "not reached by then", never dropped).
     """
     spe = info.get("steps_per_epoch") or 1
     metric, target = info.get("target_metric"), info.get("target_value")
@@ -307,12 +309,14 @@ def to_target(info: dict, t: pd.DataFrame, evals: pd.DataFrame | None = None,
     first_epoch = evals[(evals["step"] > 0) & (evals["step"] <= spe)]
     out = {"time_to_target_s": np.nan, "steps_to_target": np.nan, "epochs_to_target": np.nan,
            "bytes_to_target": np.nan, "grad_evals_to_target": np.nan, "reached_target": False,
-           "target_at_first_eval": False,
+           "target_at_first_eval": False, "time_last_eval_s": np.nan,
            "tta_evals": len(first_epoch) if len(first_epoch) else np.nan}
     if target is None or metric not in evals:
         return out
     pts = evals.dropna(subset=[metric])
     v, step, time = (pts[c].to_numpy(float) for c in (metric, "step", "time/wall_s"))
+    if len(time):
+        out["time_last_eval_s"] = float(time[-1])
     met = v >= target if better_direction(metric) else v <= target
     if not met.any():
         return out

@@ -11,10 +11,10 @@ scripts thin and lets the tests check the numbers without a browser.
   derived from claims.yaml's ``expect`` (:func:`distrepro_wf.claims.pass_region`), the scale
   from ``compare``, the page from the paper's ``seed`` flag, and what cannot be derived (a
   control setting) is NaN / "" and shown as "n/a".
-* :func:`tta_table`: time to accuracy per method x setting, MLPerf style: the mean over the
-  runs that reached the target, the speedup against AR-SGD at the same nodes and straggler
-  with its paired t interval over seeds (on log ratios, :func:`distrepro_wf.stats.interval`),
-  and how many runs never reached the target.
+* :func:`tta_table`: time to accuracy per method x setting, every run counted (a run that
+  never reached the target is censored at its last evaluation): "reached k of n", the
+  Kaplan-Meier median with its interval, and against AR-SGD at the same nodes and straggler
+  the log-rank p-value and the speedup (:mod:`distrepro_wf.survival`).
 * :func:`run_rows`: one row per run (completed or failed) with relative links to its run
   directory, metrics, launch log and the exact command that reruns it alone.
 * :func:`banner`: hardware, backend, ranks per core and seeds of the runs behind the report.
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from . import claims as wfclaims
-from .stats import interval
+from .survival import km_median
 
 BASELINE = "allreduce_sgd"
 #: the contract's new claims.csv columns and their value when an older claims.csv lacks them
@@ -111,50 +111,57 @@ def panels(frame: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
 
 # ------------------------------------------------------------------------------- time to accuracy
 
-def _reached(runs: pd.DataFrame) -> pd.Series:
-    if "reached_target" in runs:
-        return runs["reached_target"].astype(str).str.lower().isin(("true", "1", "1.0", "yes"))
-    return runs["time_to_target_s"].notna() if "time_to_target_s" in runs else pd.Series(False, runs.index)
-
-
 def tta_table(runs: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
-    """Time to accuracy per (method, nodes, straggler): runs, runs that did not reach the
-    target, the mean time over those that did (MLPerf reports a mean over runs; we keep every
-    run and count the misses instead of dropping extremes), steps/epochs to target, and the
-    speedup T_AR / T_method against ``baseline`` at the same nodes and straggler with its 95 %
-    t interval over seeds (paired by seed where both reached the target at the same seeds, on
-    log ratios; Welch's t otherwise; none with one seed).  A run that did not reach the target
-    has no time: it is counted, never imputed."""
-    cols = ["method", "nodes", "straggler", "runs", "not_reached", "tta_mean_s", "to_target", "speedup",
-            "speedup_low", "speedup_high", "speedup_seeds", "interval"]
-    if runs.empty or "time_to_target_s" not in runs:
+    """Time to accuracy per (method, nodes, straggler), every run counted: a run that never
+    reached the target is censored at its last evaluation (:func:`distrepro_wf.claims.censored_times`),
+    never dropped nor imputed.  Per row: runs and how many reached the target, the Kaplan-Meier
+    median time to it with its 95 % interval (:func:`distrepro_wf.survival.km_median`; NaN,
+    "undefined", when fewer than half can be shown to arrive), the mean steps / epochs to the
+    target of the runs that reached it, and against ``baseline`` at the same nodes and
+    straggler: the log-rank test's p-value (:func:`distrepro_wf.survival.logrank`) and the
+    speedup T_AR / T_method, as the claims judge it (:func:`distrepro_wf.claims.censored_judgement`):
+    the geometric mean over seeds with its t interval when every run of both reached the target,
+    else the ratio of the two medians (no interval; NaN when one is undefined)."""
+    cols = ["method", "nodes", "straggler", "runs", "reached", "not_reached", "median_s", "median_low_s",
+            "median_high_s", "to_target", "speedup", "speedup_low", "speedup_high", "speedup_seeds", "interval",
+            "logrank_p"]
+    if runs.empty or "time_to_target_s" not in runs or not wfclaims.has_target(runs):
         return pd.DataFrame(columns=cols)
-    r = runs.assign(_reached=_reached(runs))
-    r["_t"] = pd.to_numeric(r["time_to_target_s"], errors="coerce").where(r["_reached"])
+    t, hit = wfclaims.censored_times(runs)
+    r = runs.assign(_t=t, _hit=hit)
+    r = r[r["_t"].notna()]
     steps = "steps_to_target" if "steps_to_target" in r and r["steps_to_target"].notna().any() else (
         "epochs_to_target" if "epochs_to_target" in r else None)
+    less = {"op": "<", "value": 1.0, "tolerance": 0.0}
     rows = []
     for (m, n, s), g in r.groupby(["method", "nodes", "straggler"], sort=True):
-        ok = g[g["_t"].notna() & (g["_t"] > 0)]
-        row = {"method": m, "nodes": int(n), "straggler": s, "runs": len(g), "not_reached": int((~g["_reached"]).sum()),
-               "tta_mean_s": float(ok["_t"].mean()) if len(ok) else math.nan,
+        km = km_median(g["_t"].to_numpy(float), g["_hit"].to_numpy(bool))
+        ok = g[g["_hit"]]
+        row = {"method": m, "nodes": int(n), "straggler": s, "runs": len(g), "reached": km.reached,
+               "not_reached": len(g) - km.reached, "median_s": km.median, "median_low_s": km.low,
+               "median_high_s": km.high,
                "to_target": (f"{ok[steps].mean():.3g} {steps.split('_')[0]}" if steps and len(ok) else ""),
                "speedup": math.nan, "speedup_low": math.nan, "speedup_high": math.nan, "speedup_seeds": 0,
-               "interval": ""}
+               "interval": "", "logrank_p": math.nan}
         base = r[(r["method"] == baseline) & (r["nodes"] == n) & (r["straggler"] == s)]
-        bok = base[base["_t"].notna() & (base["_t"] > 0)]
-        if m != baseline and len(ok) and len(bok):
-            a = bok.groupby("seed")["_t"].mean()
-            b = ok.groupby("seed")["_t"].mean()
-            iv = interval("ratio", a, b, higher_is_better=False)
-            row.update(speedup=iv.estimate, speedup_low=iv.low, speedup_high=iv.high, speedup_seeds=iv.n,
-                       interval=iv.method or "no interval (one seed)")
+        if m != baseline and len(base):
+            by_seed = lambda d: (d.groupby("seed")["_t"].mean(), d.groupby("seed")["_hit"].all())  # noqa: E731
+            _, f, _ = wfclaims.censored_judgement(less, *by_seed(base), *by_seed(g))
+            row.update(speedup=f["measured"], speedup_low=f["ci_low"], speedup_high=f["ci_high"],
+                       speedup_seeds=f["n"], logrank_p=f["tta_logrank_p"],
+                       interval=("no interval (one seed)" if f["iv"] is not None and not f["iv"].method
+                                 else f["interval"]))
         rows.append(row)
     return pd.DataFrame(rows, columns=cols)
 
 
+def _secs(v: float) -> str:
+    return "not reached" if v == math.inf else "n/a" if math.isnan(v) else f"{v:.4g}"
+
+
 def tta_display(t: pd.DataFrame, time_word: str, baseline: str = BASELINE) -> list[dict[str, Any]]:
-    """:func:`tta_table` as the report's rows (text cells, "n/a" where there is no number)."""
+    """:func:`tta_table` as the report's rows (text cells, "n/a" where there is no number;
+    "undefined" for a median that fewer than half the runs reach)."""
     out = []
     for _, r in t.iterrows():
         if r["method"] == baseline:
@@ -165,12 +172,14 @@ def tta_display(t: pd.DataFrame, time_word: str, baseline: str = BASELINE) -> li
             ci = ("" if math.isnan(r["speedup_low"]) else
                   f" [{r['speedup_low']:.3g}, {r['speedup_high']:.3g}]")
             sp = f"{r['speedup']:.3g}x{ci}"
+        med = ("undefined" if math.isnan(r["median_s"]) else f"{r['median_s']:.4g} s") + (
+            "" if math.isnan(r["median_low_s"]) else f" [{_secs(r['median_low_s'])}, {_secs(r['median_high_s'])}]")
         out.append({"method": r["method"], "nodes": r["nodes"], "straggler": r["straggler"],
-                    "time": "n/a" if math.isnan(r["tta_mean_s"]) else f"{r['tta_mean_s']:.4g} s",
-                    "to_target": r["to_target"] or "n/a", "speedup": sp,
-                    "seeds": f"{r['speedup_seeds']}" if r["speedup_seeds"] else "",
-                    "interval": r["interval"], "not_reached": f"{r['not_reached']} / {r['runs']}",
-                    "miss": bool(r["not_reached"]), "time_word": time_word})
+                    "reached": f"{r['reached']} of {r['runs']}", "miss": bool(r["not_reached"]),
+                    "median": med, "to_target": r["to_target"] or "n/a", "speedup": sp,
+                    "seeds": f"{r['speedup_seeds']}" if r["speedup_seeds"] else "", "interval": r["interval"],
+                    "p": "" if r["method"] == baseline else "n/a" if math.isnan(r["logrank_p"])
+                    else f"{r['logrank_p']:.2g}", "time_word": time_word})
     return out
 
 
@@ -300,6 +309,24 @@ def fmt_effect(r: pd.Series) -> str:
     lo, hi = _num(r["ci_low"]), _num(r["ci_high"])
     ci = "no interval" if math.isnan(lo) else f"[{lo:.3g}, {hi:.3g}]"
     return f"{_num(r['measured']):.3g}{sep}{u} {ci}"
+
+
+def fmt_tta(r: pd.Series) -> str:
+    """A claim row's time to the target with every run counted (the ``tta_*`` columns of
+    :mod:`distrepro_wf.claims`), "" when it has none: "time to target: reached 4 of 5 / 5 of 5;
+    median 14.7 s [13.3, not reached] / 48.7 s [43.2, 58]; log-rank p = 0.012"."""
+    runs_a = _num(r.get("tta_runs_a"))
+    if math.isnan(runs_a) or runs_a <= 0:
+        return ""
+    def med(side: str) -> str:
+        m, lo, hi = (_num(r.get(f"tta_median_{side}{k}")) for k in ("", "_low", "_high"))
+        text = "undefined" if math.isnan(m) else f"{m:.3g} s"
+        end = lambda v: "not reached" if v == math.inf else f"{v:.3g}"  # noqa: E731
+        return text + ("" if math.isnan(lo) else f" [{end(lo)}, {end(hi)}]")
+    p = _num(r.get("tta_logrank_p"))
+    return (f"time to target: reached {int(_num(r['tta_reached_a']))} of {int(runs_a)} / "
+            f"{int(_num(r.get('tta_reached_b')))} of {int(_num(r.get('tta_runs_b')))}; "
+            f"median {med('a')} / {med('b')}; log-rank p = " + ("n/a" if math.isnan(p) else f"{p:.2g}"))
 
 
 def fmt_region(lo: float, hi: float) -> str:

@@ -148,7 +148,7 @@ def _claim_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
                                                     else ""),
                      "expected": r["expected"], "published": _fmt(r["published"]),
                      "published_note": "" if pd.isna(r["published_note"]) else r["published_note"],
-                     "gap": _fmt(r["gap"], 3), "metric": r["metric"],
+                     "gap": _fmt(r["gap"], 3), "metric": r["metric"], "tta": evidence.fmt_tta(r),
                      "sources": str(r["sources"]).split()})
     return rows
 
@@ -183,6 +183,7 @@ def _evidence_rows(frame: pd.DataFrame, page: str) -> list[dict[str, Any]]:
                      "region": (r["expected"] if isinstance(r.get("expected"), str) and r["expected"]
                                 else evidence.fmt_region(r["pass_low"], r["pass_high"])), "seeds": seeds,
                      "status": shown, "cls": STATUS_CLASS[shown], "reason": reason, "drawn": i in drawn.index,
+                     "tta": evidence.fmt_tta(r),
                      "scale": "log axis" if r["scale"] == "log" else "linear axis"})
     return rows
 

@@ -43,20 +43,30 @@ def flat_grads(model: nn.Module) -> torch.Tensor:
 
 
 class GradientBuckets:
-    """``flats``: the bucket buffers; :meth:`bind` (re)points every ``p.grad`` at its view."""
+    """``flats``: the bucket buffers; :meth:`zero_and_bind` (re)points every ``p.grad`` at its
+    view.  ``members[i]``: bucket ``i``'s parameters; ``ready_at[i]``: the fraction of all
+    parameters in buckets ``0..i`` (the point of the backward pass, counted in parameters, at
+    which bucket ``i`` is complete: a simulated clock's bucket-ready time)."""
 
-    def __init__(self, params: list[nn.Parameter], bucket_mb: float):
+    def __init__(self, params: list[nn.Parameter], bucket_mb: float, first_bucket_mb: float | None = None):
         limit = bucket_mb * 2**20
+        first = limit if first_bucket_mb is None else first_bucket_mb * 2**20  # DDP: a small first bucket
         buckets: list[list[nn.Parameter]] = [[]]
         size = 0
         for p in reversed([p for p in params if p.requires_grad]):
-            if buckets[-1] and size + p.numel() * p.element_size() > limit:
+            if buckets[-1] and size + p.numel() * p.element_size() > (first if len(buckets) == 1 else limit):
                 buckets.append([])
                 size = 0
             buckets[-1].append(p)
             size += p.numel() * p.element_size()
         self.flats: list[torch.Tensor] = []
         self.views: list[tuple[nn.Parameter, torch.Tensor]] = []
+        self.members: list[list[nn.Parameter]] = buckets  # each bucket's parameters, in backward order
+        total = sum(p.numel() for b in buckets for p in b)
+        done, self.ready_at = 0, []  # the share of the gradient computed once bucket i is complete
+        for b in buckets:
+            done += sum(p.numel() for p in b)
+            self.ready_at.append(done / total if total else 1.0)
         for bucket in buckets:
             flat = torch.zeros(sum(p.numel() for p in bucket), dtype=bucket[0].dtype, device=bucket[0].device)
             offset = 0

@@ -18,6 +18,7 @@ How the runtime drives an algorithm (``impls.runtime.trainer``), per rank::
         with algo.computing(s):          #    forward + backward on this worker's batch
             loss = task.loss(model, s.batch); loss.backward()
         sleep(straggler delay)           # 4. runtime: emulated slow worker
+        algo.await_gradients()           #    communication started in backward, awaited
         extra = algo.step(s)             # 5. communicate + update the parameters
     each epoch: with algo.eval_params(): evaluate      # 6. the model to evaluate
                 algo.epoch_end(epoch)                  #    extra metrics
@@ -174,6 +175,11 @@ class Algorithm:
         whole shard as ``(batch, closure)`` pairs, ``closure()`` computing the loss and the
         gradients on ``batch`` at the model's current parameters (e.g. for SVRG's full
         gradient at the snapshot).  Default: nothing."""
+
+    def await_gradients(self) -> None:
+        """After the backward pass and the straggler delay, before the runtime reads the
+        gradients (fp16's overflow check unscales them in place): wait for communication
+        started during backward (``allreduce_sgd``'s ``overlap_backward``).  Default: nothing."""
 
     # 5
     def step(self, s: StepContext) -> dict[str, float]:

@@ -9,22 +9,36 @@ fp32) is all-reduced (sum, then divided by the world size).  With a ring all-red
 each rank sends and receives ``2 (n-1)/n`` times the gradient size; nothing else is
 exchanged, so all replicas stay bit-identical.
 
-Steps of :meth:`AllreduceSGD.step`:
+Steps, per training step:
 
 1. The gradients already sit in flat buckets of about ``bucket_mb`` megabytes
    (reverse parameter order, as DDP does): each ``p.grad`` is a view into its
    bucket, so backward writes straight into the buffer that is sent
    (DDP's ``gradient_as_bucket_view``); no packing or unpacking copies.
-2. Launch one asynchronous all-reduce per bucket, then wait for all of them.
-3. Divide by the world size, in place.
+2. With ``overlap_backward`` (the default), during the backward pass: a hook on each
+   parameter (``register_post_accumulate_grad_hook``) counts the bucket's gradients still
+   to come; when a bucket is complete, its asynchronous all-reduce starts at once, buckets
+   in order (a later bucket completed first waits for the earlier ones, so every rank
+   issues the collectives in the same order), as DDP's reducer does.  A bucket whose
+   parameters got no gradient this step (unused parameters; they hold zeros) starts when
+   backward ends.  Without overlap, :meth:`step` launches every bucket's all-reduce then.
+3. :meth:`step` waits for the all-reduces and divides by the world size, in place.
 4. Take the local optimizer step (SGD with momentum / Nesterov and weight decay, the
    same on every rank, so the replicas stay equal).
 
 Hyperparameters:
 
+* ``overlap_backward`` (default true): step 2.  The parameters are the same either way
+  (the same sums in the same order; tested to 1e-6 on real and simulated ranks); only
+  when the messages leave differs.  Turn it off to measure what the overlap hides.  The
+  step records carry ``overlap/buckets_in_backward``: how many buckets left during the
+  backward pass (all of them unless some parameters got no gradient).
 * ``bucket_mb`` (default 25, DDP's default): bucket size.  Larger buckets mean fewer
-  messages (less latency, better bandwidth use); smaller ones start sending earlier.
-  Only latency-bound (tiny) models care.
+  messages (less latency, better bandwidth use); smaller ones start sending earlier,
+  which is what the overlap needs: a model in one bucket overlaps nothing.
+* ``first_bucket_mb`` (default 1, DDP's ``_DEFAULT_FIRST_BUCKET_BYTES``): the size of the
+  first bucket (the last layers' gradients, ready first), so that communication starts
+  early in the backward pass; ``bucket_mb`` applies to the rest.
 * ``broadcast_buffers`` (default true, DDP's default): before each forward pass, rank
   0's buffers (BatchNorm running statistics) are broadcast to all ranks, so the replicas
   evaluate identically; without it each rank's statistics drift on its own batches
@@ -32,13 +46,42 @@ Hyperparameters:
   so every rank evaluates rank 0's model.  Models without buffers send nothing, and
   only state buffers are sent (:func:`impls.flat.state_buffers`: a non-persistent buffer,
   e.g. fairseq's sinusoidal position table, is a constant every rank computes itself;
-  sending it each step would cost the tiny Transformer 0.7x its gradient's bytes).
+  sending it each step would cost the tiny Transformer 0.7x its gradient's bytes).  All
+  of them travel as one message, their bytes concatenated whatever their dtypes
+  (BatchNorm's float statistics and its int64 batch counter: one broadcast, where DDP's
+  coalesced broadcast sends one per dtype).
+
+Interplay with the runtime (:mod:`impls.runtime.trainer`):
+
+* **Straggler delay.**  The runtime sleeps a straggler's delay after its backward pass and
+  before :meth:`await_gradients` / :meth:`step`, on both backends.  Without overlap nothing
+  has been sent by then, so the delay holds every rank's all-reduce back.  With overlap the
+  straggler's buckets have left during its backward pass: its delay overlaps its own
+  all-reduce, and the other ranks wait for it at the next step's all-reduce instead (its
+  next buckets leave a delay later), so in steady state every rank still pays the delay
+  each step, as with a slow GPU whose backward pass (and so its buckets) runs late.
+  The simulated backend charges the same order: compute up to each bucket's ready point
+  (:meth:`impls.backends.sim.SimClock.backward_point`), then the rest, then the delay.
+* **fp16 loss scaling** (:mod:`impls.runtime.precision`).  With overlap the buckets carry
+  the *scaled* gradients; the runtime calls :meth:`await_gradients` before its overflow
+  check, which then unscales the summed gradient.  The scale is a power of two (its
+  initial value, growth and backoff factors as configured; torch's defaults are), so
+  unscaling before or after the sum gives the same numbers, and an overflow on any rank
+  (an infinite or NaN gradient) makes the sum non-finite on every rank: the skip is agreed
+  even before the runtime's own agreement (which still runs).  A skipped step has sent
+  its gradients (as DDP's has); without overlap it sends none.
+* A backward pass outside ``computing()`` (the runtime's one-batch calibration, a
+  closure) leaves the hooks idle; two backward passes inside one ``computing()``
+  (gradient accumulation) are refused: a bucket's all-reduce would have left with half
+  of its sum (DDP refuses the same; turn ``overlap_backward`` off for that).
 
 Equivalence: with ``n`` ranks on batch ``b`` this produces the same parameters as
-``serial_sgd`` on batch ``n * b`` over the same samples (tested to 1e-6).  Unlike
-torch DDP it does not overlap the all-reduce with the backward pass: the runtime
-applies the straggler delay between backward and communication, and the benchmark
-``results/bench/allreduce_vs_ddp.csv`` measures what that costs against DDP.
+``serial_sgd`` on batch ``n * b`` over the same samples (tested to 1e-6).  Where it
+differs from torch DDP: gradients are bucket views from the start (DDP copies them unless
+``gradient_as_bucket_view``), the division by ``n`` happens once after the all-reduce
+(DDP divides each gradient before it), the buckets keep their order (DDP rebuilds them
+after the first step in the order the gradients arrived), and the buffers travel as one
+message.  ``results/bench/allreduce_vs_ddp.csv`` measures the two side by side.
 """
 
 from __future__ import annotations
@@ -56,7 +99,63 @@ from . import register
 @dataclass
 class AllreduceSGDConfig:
     bucket_mb: float = field(default=25.0, metadata={"gt": 0})
+    first_bucket_mb: float = field(default=1.0, metadata={"gt": 0})
     broadcast_buffers: bool = True
+    overlap_backward: bool = True
+
+
+class BackwardOverlap:
+    """Step 2 of :mod:`impls.algorithms.allreduce_sgd`: start each bucket's collective from
+    the backward pass, as soon as the bucket is complete, buckets in order.
+
+    ``launch(i)`` starts bucket ``i``'s communication and returns its handle.  Armed by
+    :meth:`armed` (around the forward/backward pass of a step); a backward pass outside it
+    (a calibration pass, a closure) leaves every hook idle."""
+
+    def __init__(self, buckets: GradientBuckets, launch, clock):
+        self.buckets, self.launch, self.clock = buckets, launch, clock
+        self.handles: list = []
+        self.in_backward = 0  # buckets of the last step launched from the backward pass
+        self._armed = False
+        self._pending: list[int] = []
+        for i, members in enumerate(buckets.members):
+            for p in members:
+                p.register_post_accumulate_grad_hook(lambda p, i=i: self._ready(i))
+
+    @contextlib.contextmanager
+    def armed(self):
+        self.handles, self.in_backward = [], 0
+        self._pending = [len(m) for m in self.buckets.members]
+        self._armed = True
+        try:
+            yield
+        finally:
+            self._armed = False
+        self.launch_rest()  # buckets with unused parameters (no hook fired): now that backward ended
+
+    def _ready(self, i: int) -> None:
+        if not self._armed:
+            return
+        if self._pending[i] <= 0:
+            raise RuntimeError("allreduce_sgd (overlap_backward): a second backward pass in one step; its "
+                               "bucket's all-reduce has already left (gradient accumulation needs "
+                               "overlap_backward: false)")
+        self._pending[i] -= 1
+        while len(self.handles) < len(self._pending) and self._pending[len(self.handles)] == 0:
+            k = len(self.handles)
+            self.clock.backward_point(self.buckets.ready_at[k])  # simulated: the bucket's time in backward
+            self.handles.append(self.launch(k))
+            self.in_backward += 1
+
+    def launch_rest(self) -> None:
+        for k in range(len(self.handles), len(self.buckets.flats)):
+            self.handles.append(self.launch(k))
+
+    def take_handles(self) -> list:
+        """This step's handles (launching what has not left yet), once; then none."""
+        self.launch_rest()
+        handles, self.handles = self.handles, [None] * len(self.buckets.flats)
+        return handles
 
 
 @register("allreduce_sgd")
@@ -66,11 +165,25 @@ class AllreduceSGD(Algorithm):
     def setup(self, model):
         super().setup(model)
         self.broadcast_initial_state(model)
-        self.buckets = GradientBuckets(list(model.parameters()), self.cfg.bucket_mb)  # 1
+        self.buckets = GradientBuckets(list(model.parameters()), self.cfg.bucket_mb,
+                                       self.cfg.first_bucket_mb)  # 1
+        self.overlap = None
+        if self.cfg.overlap_backward and self.ctx.world > 1:
+            self.overlap = BackwardOverlap(self.buckets, self._launch, self.comm.clock)  # 2
+        self._waiting: list | None = None  # this step's handles, until step() has used them
 
+    def _launch(self, i: int):
+        return self.comm.all_reduce(self.buckets.flats[i], async_op=True)
+
+    @contextlib.contextmanager
     def computing(self, s: StepContext):
         self._sync_buffers()
-        return super().computing(s)
+        if self.overlap is None:
+            yield
+            return
+        with self.overlap.armed():
+            yield
+        self._waiting = self.overlap.take_handles()
 
     @contextlib.contextmanager
     def eval_params(self):
@@ -78,27 +191,48 @@ class AllreduceSGD(Algorithm):
         yield self.model
 
     def _sync_buffers(self) -> None:
-        if self.cfg.broadcast_buffers and self.ctx.world > 1:
-            by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
-            for b in state_buffers(self.model):
-                by_dtype.setdefault(b.dtype, []).append(b)
-            for bufs in by_dtype.values():  # one coalesced broadcast per dtype, as DDP's buffer sync
-                flat = torch.cat([b.detach().reshape(-1) for b in bufs])
-                self.comm.broadcast(flat, src=0)
-                with torch.no_grad():
-                    for b, v in zip(bufs, flat.split([b.numel() for b in bufs])):
-                        b.copy_(v.view_as(b))
+        if not (self.cfg.broadcast_buffers and self.ctx.world > 1):
+            return
+        bufs = state_buffers(self.model)
+        if not bufs:
+            return
+        # one message: every buffer's bytes, whatever its dtype (float statistics, int64 counters)
+        flat = torch.cat([b.detach().reshape(-1).view(torch.uint8) for b in bufs])
+        self.comm.broadcast(flat, src=0)
+        if self.ctx.rank == 0:
+            return  # the source's buffers are what was sent
+        with torch.no_grad():
+            offset = 0
+            for b in bufs:
+                n = b.numel() * b.element_size()
+                part = flat[offset: offset + n]
+                if b.is_contiguous():
+                    b.view(-1).view(torch.uint8).copy_(part)
+                else:
+                    b.copy_(part.clone().view(b.dtype).view_as(b))  # clone: storage aligned for the dtype
+                offset += n
 
     def zero_grad(self) -> None:
         self.buckets.zero_and_bind()
+        self._waiting = None
+
+    def await_gradients(self) -> None:
+        """Wait for the all-reduces started during backward (the sums, not yet divided)."""
+        if self._waiting is not None:
+            for h in self._waiting:
+                h.wait()
 
     def step(self, s: StepContext) -> dict[str, float]:
-        world = self.ctx.world
+        world, extra = self.ctx.world, {}
         if world > 1:
-            handles = [self.comm.all_reduce(flat, async_op=True) for flat in self.buckets.flats]  # 2
+            if self._waiting is not None:  # 2 happened during backward
+                handles, extra = self._waiting, {"overlap/buckets_in_backward": float(self.overlap.in_backward)}
+            else:
+                handles = [self._launch(i) for i in range(len(self.buckets.flats))]  # 2, without overlap
+            self._waiting = None
             for flat, h in zip(self.buckets.flats, handles):  # 3
                 h.wait()
                 flat.div_(world)
         self.set_lr(s.lr)
         self.optimizer.step()  # 4
-        return {}
+        return extra

@@ -35,7 +35,7 @@ from ..runconfig import resolve
 from ..straggler import StragglerModel, straggler_config
 from ..protocol import ServeContext, StepContext
 from ..tasks import Task, build_task
-from .loop import batches, consensus_distance, measure_compute
+from .loop import batches, consensus_distance, measure_compute, train_step
 from .precision import LossScaleConfig, MixedPrecision
 from .steps import STEP_SCHEDULES
 
@@ -379,18 +379,9 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             t0 = clock.now()
             s = StepContext(lr=res.schedule.lr(o.lr, world, epoch_f, wl.epochs), step=gstep, epoch=epoch_f,
                             batch=batch, closure=_closure(algo, model, task, batch, prec))
-            algo.zero_grad()
-            with algo.computing(s), clock.compute(model, batch):
-                with prec.autocast():
-                    loss = task.loss(model, batch)
-                prec.backward(loss)
-            compute_s = clock.now() - t0
-            delay = straggler.delay(compute_s)
-            clock.sleep(delay)
-            t_sync = clock.now()
-            scale = prec.scale
-            skipped = prec.check(model.parameters())  # fp16: an overflow skips the step (agreed)
-            extra = {} if skipped else algo.step(s)
+            st = train_step(algo, model, lambda: task.loss(model, batch), s, clock, prec, straggler, t0)
+            loss, compute_s, delay, t_sync, skipped, scale, extra = (st.loss, st.compute_s, st.delay_s, st.t_sync,
+                                                                     st.skipped, st.scale, st.extra)
             c = prec.counters(comm.pop_counters())
             now = clock.now()
             rec = {"loss/train": loss.item(), "opt/lr": s.lr, "time/compute_s": compute_s,

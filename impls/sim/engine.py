@@ -90,7 +90,8 @@ def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.
     describe = {**profile.describe(), "platform": {k: v for k, v in vars(pcfg).items() if v is not None}}
 
     def rank_main(rank: int, world: Any) -> None:
-        clock = SimClock(profile.step_time(int(raw.get("seed", 0)), rank), profile.wire_scale, describe)
+        clock = SimClock(profile.step_time(int(raw.get("seed", 0)), rank), profile.wire_scale, describe,
+                         backward_fraction=prof_cfg.backward_fraction)
         train(raw, Path(out), ckpt_dir, SimBackend(world, rank, list(range(n))), clock)
 
     run_actors(pcfg, n, rank_main, int(raw.get("seed", 0)), raw.get("allreduce_algorithm", "ring"))

@@ -45,6 +45,16 @@ of a synchronous method is the same at every seed (intervals over seeds are poin
 paper gives the number; 0.02-0.05 is typical of dedicated GPU nodes.  It is not in the
 calibration of the paper profiles (their ``step_ms`` is a mean).
 
+``backward_fraction`` (any profile, default 2/3): the share of a step's compute that is the
+backward pass (backward costs about twice the forward pass's FLOPs: Kaplan et al. 2020, Sec.
+2.1).  A method that starts communicating during backward (``allreduce_sgd`` with
+``overlap_backward``) starts bucket ``i`` once the backward pass has computed the share of the
+parameters in buckets ``0..i`` (:meth:`impls.backends.sim.SimClock.backward_point`): with a
+step of ``T`` and fraction ``b``, at ``T (1 - b) + T b x share``.  A real backward pass is not
+uniform per parameter (a convolution's weight gradient costs more per parameter than a
+classifier's), so this is the first-order model; the last bucket is complete at ``T`` either
+way.  The papers do not give it for their models (the default is the FLOP ratio).
+
 Under a paper profile every message of the algorithm is scaled by (profile model
 bytes / stand-in model bytes), so a compression ratio or a topology keeps its meaning:
 the stand-in's 19 KB model travels as ResNet-50's 102 MB.  The runtime's own control
@@ -78,6 +88,10 @@ PAPER = {
                                            "all-reduce"},
 }
 KINDS = ("measured", "fixed", *PAPER)
+#: the backward pass's share of a step's compute: backward costs about twice the forward pass's
+#: FLOPs (a gradient with respect to both the inputs and the weights of every layer; Kaplan et
+#: al. 2020, "Scaling Laws for Neural Language Models", Sec. 2.1: 2N forward, 4N backward per token)
+BACKWARD_FRACTION = 2 / 3
 
 
 @dataclass
@@ -87,6 +101,7 @@ class ProfileConfig:
     model_mb: float | None = field(default=None, metadata={"gt": 0})  # messages scaled to this model size
     sample_us: float | None = field(default=None, metadata={"gt": 0})  # measured: skip the calibration
     jitter: float = field(default=0.0, metadata={"min": 0, "lt": 1})  # coefficient of variation of a step
+    backward_fraction: float = field(default=BACKWARD_FRACTION, metadata={"gt": 0, "max": 1})  # of a step's compute
 
     def validate(self, key: str) -> None:
         if self.name == "fixed" and self.step_ms is None:
@@ -138,7 +153,8 @@ class Profile:
         return 1.0 if self.cfg.model_mb is None else self.cfg.model_mb * 1e6 / model_bytes
 
     def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": "simulated (SimGrid)", "profile": self.cfg.name, "jitter": self.cfg.jitter}
+        d: dict[str, Any] = {"kind": "simulated (SimGrid)", "profile": self.cfg.name, "jitter": self.cfg.jitter,
+                             "backward_fraction": self.cfg.backward_fraction}
         if self.cfg.name == "measured":
             d.update(sample_us=self.sample_s * 1e6, calibration=self.calibration)
         else:

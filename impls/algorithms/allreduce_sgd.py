@@ -171,6 +171,7 @@ class AllreduceSGD(Algorithm):
         if self.cfg.overlap_backward and self.ctx.world > 1:
             self.overlap = BackwardOverlap(self.buckets, self._launch, self.comm.clock)  # 2
         self._waiting: list | None = None  # this step's handles, until step() has used them
+        self._state_buffers: list | None = None
 
     def _launch(self, i: int):
         return self.comm.all_reduce(self.buckets.flats[i], async_op=True)
@@ -193,7 +194,9 @@ class AllreduceSGD(Algorithm):
     def _sync_buffers(self) -> None:
         if not (self.cfg.broadcast_buffers and self.ctx.world > 1):
             return
-        bufs = state_buffers(self.model)
+        if self._state_buffers is None:  # the same tensors all run long (a checkpoint loads into them)
+            self._state_buffers = state_buffers(self.model)
+        bufs = self._state_buffers
         if not bufs:
             return
         # one message: every buffer's bytes, whatever its dtype (float statistics, int64 counters)

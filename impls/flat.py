@@ -75,6 +75,34 @@ class GradientBuckets:
                 offset += p.numel()
             self.flats.append(flat)
 
+    def unbind(self) -> None:
+        """``p.grad = None`` for every bucketed parameter: backward then hands each gradient over
+        as a fresh tensor (no zeroing of the buckets, no accumulation pass), and whoever fills
+        the buckets copies it in (:meth:`fill`)."""
+        for p, _ in self.views:
+            p.grad = None
+
+    @torch.no_grad()
+    def fill(self, p: nn.Parameter, view: torch.Tensor, divisor: float = 1.0) -> None:
+        """Put ``p``'s gradient (divided by ``divisor``; zeros if it has none) into its bucket
+        view, one pass, and make the view its ``.grad``."""
+        if p.grad is view:
+            if divisor != 1.0:
+                view.div_(divisor)
+        elif p.grad is None:
+            view.zero_()
+        elif divisor != 1.0:
+            torch.div(p.grad, divisor, out=view)
+        else:
+            view.copy_(p.grad)
+        p.grad = view
+
+    def gather(self) -> None:
+        """Every gradient that is not in its bucket yet (after :meth:`unbind`) copied in."""
+        for p, view in self.views:
+            if p.grad is not view:
+                self.fill(p, view)
+
     def zero_and_bind(self) -> None:
         """Zero the buckets and make each ``p.grad`` its view again (a calibration pass or
         ``p.grad = None`` elsewhere may have detached it); backward then accumulates there."""

@@ -290,12 +290,18 @@ def test_backward_overlap_starts_buckets_in_order_as_backward_completes_them():
     # without the unused layer in the buckets, every bucket leaves from backward, in order, with its gradient
     events.clear()
     total[0] = 23
+    for p in params:
+        p.grad = None
+    b(a(x)).sum().backward()  # reference gradients (no hook armed)
+    ref = {id(p): p.grad.clone() for p in params[:4]}
     buckets = GradientBuckets(params[:4], bucket_mb=16 / 2**20, first_bucket_mb=16 / 2**20)
-    ov = BackwardOverlap(buckets, launch, Marks())
-    buckets.zero_and_bind()
+    ov = BackwardOverlap(buckets, launch, Marks(), divisor=2.0)
+    buckets.unbind()  # as zero_grad with overlap: fresh gradients, moved in by the hooks
     with ov.armed():
         b(a(x)).sum().backward()
         in_backward = list(events)
+        for p, view in buckets.views:  # each gradient in its bucket, divided by the world size, and p.grad is it
+            assert p.grad is view and torch.equal(view, ref[id(p)] / 2)
         with pytest.raises(RuntimeError, match="second backward pass in one step"):
             b(a(x)).sum().backward()
     assert in_backward == [("point", 2), ("launch", 0, True), ("point", 8), ("launch", 1, True),

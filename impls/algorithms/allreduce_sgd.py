@@ -16,21 +16,26 @@ Steps, per training step:
    bucket, so backward writes straight into the buffer that is sent
    (DDP's ``gradient_as_bucket_view``); no packing or unpacking copies.
 2. With ``overlap_backward`` (the default), during the backward pass: a hook on each
-   parameter (``register_post_accumulate_grad_hook``) counts the bucket's gradients still
-   to come; when a bucket is complete, its asynchronous all-reduce starts at once, buckets
-   in order (a later bucket completed first waits for the earlier ones, so every rank
-   issues the collectives in the same order), as DDP's reducer does.  A bucket whose
-   parameters got no gradient this step (unused parameters; they hold zeros) starts when
-   backward ends.  Without overlap, :meth:`step` launches every bucket's all-reduce then.
-3. :meth:`step` waits for the all-reduces and divides by the world size, in place.
+   parameter (``register_post_accumulate_grad_hook``) moves the fresh gradient into its
+   bucket view divided by ``n`` (one pass, as DDP's reducer copies and divides; the
+   buckets are not zeroed first and backward does not accumulate into them) and counts
+   the bucket's gradients still to come; when a bucket is complete, its asynchronous
+   all-reduce starts at once, buckets in order (a later bucket completed first waits for
+   the earlier ones, so every rank issues the collectives in the same order), as DDP's
+   reducer does.  A bucket whose parameters got no gradient this step (unused parameters:
+   zeros) starts when backward ends.  Without overlap, the buckets are zeroed before the
+   step's backward pass accumulates into them, and :meth:`step` launches every bucket's
+   all-reduce.
+3. :meth:`step` waits for the all-reduces (without overlap it then divides by ``n``).
 4. Take the local optimizer step (SGD with momentum / Nesterov and weight decay, the
    same on every rank, so the replicas stay equal).
 
 Hyperparameters:
 
 * ``overlap_backward`` (default true): step 2.  The parameters are the same either way
-  (the same sums in the same order; tested to 1e-6 on real and simulated ranks); only
-  when the messages leave differs.  Turn it off to measure what the overlap hides.  The
+  (the same sums in the same order, divided by ``n`` before rather than after them: for
+  ``n`` a power of two the very same numbers, else within a rounding of each other; tested
+  to 1e-6 on real and simulated ranks); only when the messages leave differs.  Turn it off to measure what the overlap hides.  The
   step records carry ``overlap/buckets_in_backward``: how many buckets left during the
   backward pass (all of them unless some parameters got no gradient).
 * ``bucket_mb`` (default 25, DDP's default): bucket size.  Larger buckets mean fewer
@@ -63,9 +68,9 @@ Interplay with the runtime (:mod:`impls.runtime.trainer`):
   The simulated backend charges the same order: compute up to each bucket's ready point
   (:meth:`impls.backends.sim.SimClock.backward_point`), then the rest, then the delay.
 * **fp16 loss scaling** (:mod:`impls.runtime.precision`).  With overlap the buckets carry
-  the *scaled* gradients; the runtime calls :meth:`await_gradients` before its overflow
-  check, which then unscales the summed gradient.  The scale is a power of two (its
-  initial value, growth and backoff factors as configured; torch's defaults are), so
+  the *scaled* gradients (divided by ``n``); the runtime calls :meth:`await_gradients`
+  before its overflow check, which then unscales the averaged gradient.  With a scale
+  that is a power of two (torch's defaults: initial value, growth and backoff factors),
   unscaling before or after the sum gives the same numbers, and an overflow on any rank
   (an infinite or NaN gradient) makes the sum non-finite on every rank: the skip is agreed
   even before the runtime's own agreement (which still runs).  A skipped step has sent
@@ -78,8 +83,9 @@ Interplay with the runtime (:mod:`impls.runtime.trainer`):
 Equivalence: with ``n`` ranks on batch ``b`` this produces the same parameters as
 ``serial_sgd`` on batch ``n * b`` over the same samples (tested to 1e-6).  Where it
 differs from torch DDP: gradients are bucket views from the start (DDP copies them unless
-``gradient_as_bucket_view``), the division by ``n`` happens once after the all-reduce
-(DDP divides each gradient before it), the buckets keep their order (DDP rebuilds them
+``gradient_as_bucket_view``; with overlap the hooks copy each gradient into its bucket
+once, dividing in the same pass, where DDP copies it in, divides the bucket and copies it
+back), the buckets keep their order (DDP rebuilds them
 after the first step in the order the gradients arrived), and the buffers travel as one
 message.  ``results/bench/allreduce_vs_ddp.csv`` measures the two side by side.
 """
@@ -108,19 +114,23 @@ class BackwardOverlap:
     """Step 2 of :mod:`impls.algorithms.allreduce_sgd`: start each bucket's collective from
     the backward pass, as soon as the bucket is complete, buckets in order.
 
-    ``launch(i)`` starts bucket ``i``'s communication and returns its handle.  Armed by
-    :meth:`armed` (around the forward/backward pass of a step); a backward pass outside it
-    (a calibration pass, a closure) leaves every hook idle."""
+    Each parameter's hook moves its fresh gradient into its bucket view, divided by
+    ``divisor`` in the same pass (:meth:`impls.flat.GradientBuckets.fill`), and makes the view
+    its ``.grad``; ``launch(i)`` starts bucket ``i``'s communication and returns its handle.
+    Armed by :meth:`armed` (around the forward/backward pass of a step); a backward pass
+    outside it (a calibration pass, a closure) leaves every hook idle."""
 
-    def __init__(self, buckets: GradientBuckets, launch, clock):
-        self.buckets, self.launch, self.clock = buckets, launch, clock
+    def __init__(self, buckets: GradientBuckets, launch, clock, divisor: float = 1.0):
+        self.buckets, self.launch, self.clock, self.divisor = buckets, launch, clock, divisor
         self.handles: list = []
         self.in_backward = 0  # buckets of the last step launched from the backward pass
         self._armed = False
         self._pending: list[int] = []
-        for i, members in enumerate(buckets.members):
-            for p in members:
-                p.register_post_accumulate_grad_hook(lambda p, i=i: self._ready(i))
+        views = iter(buckets.views)
+        self._views: list[list[tuple]] = [[next(views) for _ in members] for members in buckets.members]
+        for i, pairs in enumerate(self._views):
+            for p, view in pairs:
+                p.register_post_accumulate_grad_hook(lambda p, i=i, view=view: self._ready(i, p, view))
 
     @contextlib.contextmanager
     def armed(self):
@@ -133,13 +143,14 @@ class BackwardOverlap:
             self._armed = False
         self.launch_rest()  # buckets with unused parameters (no hook fired): now that backward ended
 
-    def _ready(self, i: int) -> None:
+    def _ready(self, i: int, p, view) -> None:
         if not self._armed:
             return
         if self._pending[i] <= 0:
             raise RuntimeError("allreduce_sgd (overlap_backward): a second backward pass in one step; its "
                                "bucket's all-reduce has already left (gradient accumulation needs "
                                "overlap_backward: false)")
+        self.buckets.fill(p, view, self.divisor)
         self._pending[i] -= 1
         while len(self.handles) < len(self._pending) and self._pending[len(self.handles)] == 0:
             k = len(self.handles)
@@ -149,6 +160,9 @@ class BackwardOverlap:
 
     def launch_rest(self) -> None:
         for k in range(len(self.handles), len(self.buckets.flats)):
+            for p, view in self._views[k]:
+                if p.grad is not view:  # no gradient this step (zeros), or one no hook saw
+                    self.buckets.fill(p, view, self.divisor)
             self.handles.append(self.launch(k))
 
     def take_handles(self) -> list:
@@ -169,7 +183,7 @@ class AllreduceSGD(Algorithm):
                                        self.cfg.first_bucket_mb)  # 1
         self.overlap = None
         if self.cfg.overlap_backward and self.ctx.world > 1:
-            self.overlap = BackwardOverlap(self.buckets, self._launch, self.comm.clock)  # 2
+            self.overlap = BackwardOverlap(self.buckets, self._launch, self.comm.clock, self.ctx.world)  # 2
         self._waiting: list | None = None  # this step's handles, until step() has used them
         self._state_buffers: list | None = None
 
@@ -216,11 +230,14 @@ class AllreduceSGD(Algorithm):
                 offset += n
 
     def zero_grad(self) -> None:
-        self.buckets.zero_and_bind()
+        if self.overlap is not None:
+            self.buckets.unbind()  # the hooks copy each fresh gradient in: no zeroing, no accumulation
+        else:
+            self.buckets.zero_and_bind()
         self._waiting = None
 
     def await_gradients(self) -> None:
-        """Wait for the all-reduces started during backward (the sums, not yet divided)."""
+        """Wait for the all-reduces started during backward (the averaged gradients)."""
         if self._waiting is not None:
             for h in self._waiting:
                 h.wait()
@@ -228,14 +245,17 @@ class AllreduceSGD(Algorithm):
     def step(self, s: StepContext) -> dict[str, float]:
         world, extra = self.ctx.world, {}
         if world > 1:
-            if self._waiting is not None:  # 2 happened during backward
+            if self._waiting is not None:  # 2 happened during backward, on gradients divided by n
                 handles, extra = self._waiting, {"overlap/buckets_in_backward": float(self.overlap.in_backward)}
+                for h in handles:  # 3
+                    h.wait()
             else:
+                self.buckets.gather()  # gradients a backward pass outside computing() left outside the buckets
                 handles = [self._launch(i) for i in range(len(self.buckets.flats))]  # 2, without overlap
+                for flat, h in zip(self.buckets.flats, handles):  # 3
+                    h.wait()
+                    flat.div_(world)
             self._waiting = None
-            for flat, h in zip(self.buckets.flats, handles):  # 3
-                h.wait()
-                flat.div_(world)
         self.set_lr(s.lr)
         self.optimizer.step()  # 4
         return extra

@@ -19,7 +19,9 @@ one launch, with a third contender that does not communicate at all:
 
 Blocks of ``steps`` steps rotate among the three ``repeats`` times (each contender first
 in turn, a barrier around each block); the median block time per step of each is reported.
-``buffer_sync_ms`` times ``allreduce_sgd``'s buffer broadcast alone (one message of all
+``*_cpu_ms``: the CPU time per step of rank 0's process (every thread of it, gloo's
+included; median block): what a step costs the machine, less sensitive to other load on a
+shared machine than the wall time.  ``buffer_sync_ms`` times ``allreduce_sgd``'s buffer broadcast alone (one message of all
 state buffers; none for a model without buffers) and ``ddp_buffer_sync_ms`` DDP's
 (``_sync_buffers``), each in blocks of their own.
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import socket
 import statistics
@@ -107,6 +110,7 @@ def bench_ddp(backend: Backend, model_name: str, batch: int, steps: int, repeats
 
     steppers = {"ours": ours, "ddp": ddp, "nocomm": nocomm}
     times: dict[str, list[float]] = {k: [] for k in (*steppers, "ours_buffers", "ddp_buffers")}
+    cpu: dict[str, list[float]] = {k: [] for k in steppers}
     for fn in steppers.values():  # warm-up
         for i in range(2):
             fn(i)
@@ -115,11 +119,13 @@ def bench_ddp(backend: Backend, model_name: str, batch: int, steps: int, repeats
         k = r % len(order)
         for name in order[k:] + order[:k]:
             backend.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for i in range(steps):
                 steppers[name](i)
+            c1 = time.process_time()
             backend.barrier()
             times[name].append((time.perf_counter() - t0) / steps)
+            cpu[name].append((c1 - c0) / steps)
         for name, fn in (("ours_buffers", ours_buffers), ("ddp_buffers", ddp_buffers)):
             backend.barrier()
             t0 = time.perf_counter()
@@ -137,6 +143,8 @@ def bench_ddp(backend: Backend, model_name: str, batch: int, steps: int, repeats
             "ratio": round(med["ours"] / med["ddp"], 4), "overhead": round(med["ours"] / med["nocomm"] - 1, 4),
             "ddp_overhead": round(med["ddp"] / med["nocomm"] - 1, 4),
             "buffer_sync_ms": ms["ours_buffers"], "ddp_buffer_sync_ms": ms["ddp_buffers"],
+            **{f"{k}_cpu_ms": round(statistics.median(cpu[c]) * 1e3, 4)
+               for k, c in (("allreduce_sgd", "ours"), ("ddp", "ddp"), ("nocomm", "nocomm"))},
             "target": f"ratio <= {TARGET_RATIO}" + (f", overhead <= {TARGET_OVERHEAD}"
                                                      if model_name in OVERHEAD_MODELS else ""),
             "threads_per_rank": torch.get_num_threads(), "torch": torch.__version__, "git_commit": git_commit(),
@@ -151,11 +159,12 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--algorithm", default="{}", help="allreduce_sgd's settings as JSON, e.g. '{\"bucket_mb\": 4}'")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     backend = current_backend("gloo")
     try:
-        row = bench_ddp(backend, a.model, a.batch, a.steps, a.repeats)
+        row = bench_ddp(backend, a.model, a.batch, a.steps, a.repeats, json.loads(a.algorithm))
         if backend.rank == 0:
             new = not os.path.exists(a.out)
             with open(a.out, "a", newline="") as f:

@@ -6,6 +6,8 @@
   megabytes (reverse parameter order, as DDP builds them), each ``p.grad`` a view into
   its bucket, so backward writes straight into the buffer a collective sends (DDP's
   ``gradient_as_bucket_view``): no packing or unpacking copies.
+* :class:`BufferVector`: the state buffers packed into one byte vector and back, so one
+  collective moves them all whatever their dtypes.
 * :func:`state_buffers`: the buffers that are model state (what a method synchronises,
   e.g. BatchNorm statistics), without the derived constant tables a module registers as
   non-persistent buffers (fairseq's sinusoidal positions: as large as the tiny
@@ -35,6 +37,40 @@ def state_buffers(model: nn.Module) -> list[torch.Tensor]:
     leaves it out of checkpoints for that reason, and a method need not send it either."""
     ids = {id(v) for v in model.state_dict(keep_vars=True).values()}
     return [b for b in model.buffers() if id(b) in ids]
+
+
+class BufferVector:
+    """``bufs`` (a model's state buffers) as one ``uint8`` vector, for one collective whatever
+    their dtypes: :meth:`pack` copies them in (one ``cat``), :meth:`unpack` copies them back
+    (one ``_foreach_copy_``), through byte views of each buffer made once.  (The buffers keep
+    their own storage: views of one shared vector would share autograd's version counter,
+    and BatchNorm's in-place update of one layer's statistics would then invalidate the
+    statistics another layer saved for its backward pass.)"""
+
+    def __init__(self, bufs: list[torch.Tensor]):
+        self.bufs = list(bufs)
+        self.views = [b.view(-1).view(torch.uint8) if b.is_contiguous() else None for b in self.bufs]
+        self.sizes = [b.numel() * b.element_size() for b in self.bufs]
+        device = self.bufs[0].device if self.bufs else "cpu"
+        self.flat = torch.empty(sum(self.sizes), dtype=torch.uint8, device=device)
+
+    @torch.no_grad()
+    def pack(self) -> torch.Tensor:
+        torch.cat([v if v is not None else b.reshape(-1).view(torch.uint8) for b, v in zip(self.bufs, self.views)],
+                  out=self.flat)
+        return self.flat
+
+    @torch.no_grad()
+    def unpack(self) -> None:
+        parts = list(self.flat.split(self.sizes))
+        if all(v is not None for v in self.views):
+            torch._foreach_copy_(self.views, parts)
+            return
+        for b, v, part in zip(self.bufs, self.views, parts):
+            if v is not None:
+                v.copy_(part)
+            else:
+                b.copy_(part.clone().view(b.dtype).view_as(b))  # clone: storage aligned for the dtype
 
 
 def flat_grads(model: nn.Module) -> torch.Tensor:

@@ -93,7 +93,8 @@ def test_ddp_benchmark_csv_from_a_real_launch(tmp_path):
     t = pd.read_csv(out)
     assert list(t.columns) == ["model", "params", "buffer_elements", "nodes", "batch_per_rank", "steps", "repeats",
                                "overlap_backward", "buckets", "allreduce_sgd_ms", "ddp_ms", "nocomm_ms", "ratio",
-                               "overhead", "ddp_overhead", "buffer_sync_ms", "ddp_buffer_sync_ms", "target",
+                               "overhead", "ddp_overhead", "buffer_sync_ms", "ddp_buffer_sync_ms", "allreduce_sgd_cpu_ms",
+                               "ddp_cpu_ms", "nocomm_cpu_ms", "target",
                                "threads_per_rank", "torch", "git_commit", "host", "cpu_count"]
     assert len(t) == 1
     r = t.iloc[0]
@@ -103,6 +104,7 @@ def test_ddp_benchmark_csv_from_a_real_launch(tmp_path):
                                 os.cpu_count())
     assert r["allreduce_sgd_ms"] > 0 and r["ddp_ms"] > 0 and r["nocomm_ms"] > 0
     assert r["buffer_sync_ms"] >= 0 and r["ddp_buffer_sync_ms"] >= 0
+    assert r["allreduce_sgd_cpu_ms"] > 0 and r["ddp_cpu_ms"] > 0 and r["nocomm_cpu_ms"] > 0
     assert r["ratio"] == pytest.approx(r["allreduce_sgd_ms"] / r["ddp_ms"], rel=1e-3)
     assert r["overhead"] == pytest.approx(r["allreduce_sgd_ms"] / r["nocomm_ms"] - 1, abs=1e-3)
     assert r["ddp_overhead"] == pytest.approx(r["ddp_ms"] / r["nocomm_ms"] - 1, abs=1e-3)

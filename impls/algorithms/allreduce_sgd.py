@@ -44,17 +44,23 @@ Hyperparameters:
 * ``first_bucket_mb`` (default 1, DDP's ``_DEFAULT_FIRST_BUCKET_BYTES``): the size of the
   first bucket (the last layers' gradients, ready first), so that communication starts
   early in the backward pass; ``bucket_mb`` applies to the rest.
-* ``broadcast_buffers`` (default true, DDP's default): before each forward pass, rank
-  0's buffers (BatchNorm running statistics) are broadcast to all ranks, so the replicas
-  evaluate identically; without it each rank's statistics drift on its own batches
-  (parameters stay equal either way); they are also broadcast before each evaluation,
-  so every rank evaluates rank 0's model.  Models without buffers send nothing, and
-  only state buffers are sent (:func:`impls.flat.state_buffers`: a non-persistent buffer,
-  e.g. fairseq's sinusoidal position table, is a constant every rank computes itself;
-  sending it each step would cost the tiny Transformer 0.7x its gradient's bytes).  All
-  of them travel as one message, their bytes concatenated whatever their dtypes
-  (BatchNorm's float statistics and its int64 batch counter: one broadcast, where DDP's
-  coalesced broadcast sends one per dtype).
+* ``broadcast_buffers`` (default true, DDP's default): every forward pass starts from
+  rank 0's buffers (BatchNorm running statistics), so the replicas evaluate identically;
+  without it each rank's statistics drift on its own batches (parameters stay equal
+  either way); every evaluation sees rank 0's too, so every rank evaluates rank 0's
+  model.  Models without buffers send nothing, and only state buffers are sent
+  (:func:`impls.flat.state_buffers`: a non-persistent buffer, e.g. fairseq's sinusoidal
+  position table, is a constant every rank computes itself; sending it each step would
+  cost the tiny Transformer 0.7x its gradient's bytes).  How, at DDP's cost or below:
+  the buffers travel as one byte vector (:class:`impls.flat.BufferVector`: one ``cat``
+  in, one ``_foreach_copy_`` out), so one broadcast moves them all whatever their dtypes
+  (BatchNorm's float statistics and int64 batch counter; DDP's coalesced broadcast sends
+  one message per dtype); and it leaves *after* the backward pass, asynchronously, to be
+  awaited before the next forward pass (or evaluation): rank 0's buffers do not change
+  between its backward pass and its next forward pass, so every rank starts its forward
+  pass from the same values as DDP's broadcast at the start of the forward pass gives,
+  without a blocking collective on the way in.  Only the first forward pass (and one
+  after a resume) waits for a blocking broadcast, as nothing is in flight yet.
 
 Interplay with the runtime (:mod:`impls.runtime.trainer`):
 
@@ -97,7 +103,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..flat import GradientBuckets, state_buffers
+from ..flat import BufferVector, GradientBuckets, state_buffers
 from ..protocol import Algorithm, StepContext
 from . import register
 
@@ -185,49 +191,71 @@ class AllreduceSGD(Algorithm):
         if self.cfg.overlap_backward and self.ctx.world > 1:
             self.overlap = BackwardOverlap(self.buckets, self._launch, self.comm.clock, self.ctx.world)  # 2
         self._waiting: list | None = None  # this step's handles, until step() has used them
-        self._state_buffers: list | None = None
+        self._init_buffer_sync()
+
+    def _init_buffer_sync(self) -> None:
+        self._bvec: BufferVector | None = None  # the state buffers as one byte vector, once built
+        self._buffers_in_flight = None  # its broadcast, launched after a backward pass
+        self._buffers_equal = False  # every rank holds rank 0's buffers (nothing to send before a forward)
 
     def _launch(self, i: int):
         return self.comm.all_reduce(self.buckets.flats[i], async_op=True)
 
     @contextlib.contextmanager
     def computing(self, s: StepContext):
-        self._sync_buffers()
+        self._buffers_before_forward()
         if self.overlap is None:
             yield
-            return
-        with self.overlap.armed():
-            yield
-        self._waiting = self.overlap.take_handles()
+        else:
+            with self.overlap.armed():
+                yield
+            self._waiting = self.overlap.take_handles()
+        self._buffers_after_backward()
 
     @contextlib.contextmanager
     def eval_params(self):
-        self._sync_buffers()  # the last forward pass updated each rank's statistics on its own batch
+        self._buffers_before_forward()  # rank 0's statistics as they are now, on every rank
         yield self.model
 
-    def _sync_buffers(self) -> None:
+    def close(self) -> None:
+        if self._buffers_in_flight is not None:
+            self._buffers_in_flight.wait()
+            self._buffers_in_flight = None
+
+    # -- buffers: one message of every state buffer, in flight from backward to the next forward
+    def _buffer_vector(self) -> BufferVector | None:
         if not (self.cfg.broadcast_buffers and self.ctx.world > 1):
-            return
-        if self._state_buffers is None:  # the same tensors all run long (a checkpoint loads into them)
-            self._state_buffers = state_buffers(self.model)
-        bufs = self._state_buffers
-        if not bufs:
-            return
-        # one message: every buffer's bytes, whatever its dtype (float statistics, int64 counters)
-        flat = torch.cat([b.detach().reshape(-1).view(torch.uint8) for b in bufs])
-        self.comm.broadcast(flat, src=0)
-        if self.ctx.rank == 0:
-            return  # the source's buffers are what was sent
-        with torch.no_grad():
-            offset = 0
-            for b in bufs:
-                n = b.numel() * b.element_size()
-                part = flat[offset: offset + n]
-                if b.is_contiguous():
-                    b.view(-1).view(torch.uint8).copy_(part)
-                else:
-                    b.copy_(part.clone().view(b.dtype).view_as(b))  # clone: storage aligned for the dtype
-                offset += n
+            return None
+        if self._bvec is None:  # the same tensors all run long (a checkpoint loads into them)
+            self._bvec = BufferVector(state_buffers(self.model))
+        return self._bvec if self._bvec.bufs else None
+
+    def _sync_buffers(self) -> None:
+        """Rank 0's buffers on every rank now (one blocking broadcast)."""
+        vec = self._buffer_vector()
+        if vec is not None:
+            self.comm.broadcast(vec.pack(), src=0)
+            if self.ctx.rank != 0:
+                vec.unpack()
+            self._buffers_equal = True
+
+    def _buffers_before_forward(self) -> None:
+        if self._buffers_in_flight is not None:  # sent after the last backward pass: rank 0's buffers since
+            self._buffers_in_flight.wait()
+            if self.ctx.rank != 0:
+                self._bvec.unpack()
+            self._buffers_in_flight, self._buffers_equal = None, True
+        elif not self._buffers_equal:
+            self._sync_buffers()
+
+    def _buffers_after_backward(self) -> None:
+        """The forward pass changed each rank's statistics; rank 0's stay as they are until its
+        next forward pass, so they leave now, overlapping the rest of the step."""
+        vec = self._buffer_vector()
+        self._buffers_equal = vec is None
+        if vec is not None:
+            self._buffers_in_flight = self.comm.broadcast(vec.pack() if self.ctx.rank == 0 else vec.flat, src=0,
+                                                          async_op=True)
 
     def zero_grad(self) -> None:
         if self.overlap is not None:

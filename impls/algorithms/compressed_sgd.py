@@ -109,7 +109,8 @@ class CompressedSGD(AllreduceSGD):  # shares allreduce_sgd's buffer broadcast; t
         Algorithm.setup(self, model)
         self.broadcast_initial_state(model)
         self.buckets = GradientBuckets(list(model.parameters()), float("inf"))  # 1: one flat buffer
-        self.overlap, self._waiting, self._state_buffers = None, None, None  # no overlap: see the docstring
+        self.overlap, self._waiting = None, None  # no overlap: see the docstring
+        self._init_buffer_sync()
         layout = [p.numel() for p, _ in self.buckets.views]
         probe = build(self.cfg.compressor, "algorithm.compressor", layout=layout)
         seed = self.ctx.seed if probe.shared_seed else self.ctx.seed * 7919 + 104729 * (self.ctx.rank + 1)

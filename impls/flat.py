@@ -118,10 +118,11 @@ class GradientBuckets:
         for p, _ in self.views:
             p.grad = None
 
-    @torch.no_grad()
     def fill(self, p: nn.Parameter, view: torch.Tensor, divisor: float = 1.0) -> None:
         """Put ``p``'s gradient (divided by ``divisor``; zeros if it has none) into its bucket
-        view, one pass, and make the view its ``.grad``."""
+        view, one pass, and make the view its ``.grad``.  (No ``torch.no_grad()``: the buckets
+        and gradients do not require grad, and a gradient hook runs once per parameter and
+        step, where the decorator's own cost is not negligible.)"""
         if p.grad is view:
             if divisor != 1.0:
                 view.div_(divisor)

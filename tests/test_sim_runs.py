@@ -81,15 +81,16 @@ def test_simulated_equals_real_ranks(tmp_path):
 def test_simulated_overlap_hides_the_closed_form_share(tmp_path):
     """allreduce_sgd on 2 simulated 10 GbE hosts (alpha 50 us per message, 1.154762 GB/s per
     direction: impls/sim/platforms.py), profile fixed at 100 ms per step with the messages scaled to
-    a 100 MB model, backward 2/3 of the step.  The tiny MLP's 2410 parameters in two buckets: its last
-    layer (330 parameters: 13.6929 MB scaled) and its first (2080: 86.3071 MB).  A 2-rank ring
+    a 100 MB model, backward 2/3 of the step.  The tiny MLP's 2410 parameters in two buckets, sized in
+    the scaled bytes (first bucket 13.1 MiB, then 100 MiB): its last layer (330 parameters: 13.6929 MB
+    scaled) and its first (2080: 86.3071 MB).  A 2-rank ring
     all-reduce of S bytes takes 2 alpha + S / beta.
     * overlap: bucket 0 is complete at 100 (1/3 + 2/3 x 330/2410) = 42.46 ms and all-reduced by
       54.42 ms, hidden; bucket 1 at 100 ms: the step is 100 + 0.1 + 74.7403 = 174.840 ms;
     * after backward: both at 100 ms, sharing the links: 100 + 0.1 + 86.5979 = 186.698 ms."""
     want = {True: 0.174840, False: 0.186698}
     for overlap, step_s in want.items():
-        algo = {"name": "allreduce_sgd", "first_bucket_mb": 0.0013, "overlap_backward": overlap}
+        algo = {"name": "allreduce_sgd", "first_bucket_mb": 13.1, "bucket_mb": 100, "overlap_backward": overlap}
         cfg = sim_config(algo, 2, profile={"name": "fixed", "step_ms": 100, "model_mb": 100},
                          workload={"epochs": 1, "max_steps_per_epoch": 3})
         run = simulate(cfg, tmp_path / str(overlap))

@@ -43,7 +43,11 @@ Hyperparameters:
   which is what the overlap needs: a model in one bucket overlaps nothing.
 * ``first_bucket_mb`` (default 1, DDP's ``_DEFAULT_FIRST_BUCKET_BYTES``): the size of the
   first bucket (the last layers' gradients, ready first), so that communication starts
-  early in the backward pass; ``bucket_mb`` applies to the rest.
+  early in the backward pass; ``bucket_mb`` applies to the rest.  Both count the bytes
+  the messages weigh: under a simulated paper profile, which weighs the stand-in's
+  messages as the paper's model (:mod:`impls.sim.profiles`), a 25 MB bucket is 25 MB of
+  that model, so the stand-in is cut into as many buckets as the paper's model would be
+  (their ready times then follow the stand-in's parameter shares).
 * ``broadcast_buffers`` (default true, DDP's default): every forward pass starts from
   rank 0's buffers (BatchNorm running statistics), so the replicas evaluate identically;
   without it each rank's statistics drift on its own batches (parameters stay equal
@@ -185,8 +189,11 @@ class AllreduceSGD(Algorithm):
     def setup(self, model):
         super().setup(model)
         self.broadcast_initial_state(model)
-        self.buckets = GradientBuckets(list(model.parameters()), self.cfg.bucket_mb,
-                                       self.cfg.first_bucket_mb)  # 1
+        # bucket sizes in the bytes the messages weigh: where a simulated clock scales them to a
+        # paper's model (impls.sim.profiles), a 25 MB bucket is 25 MB of that model (real ranks: 1)
+        scale = self.comm.clock.wire_scale(sum(p.numel() * p.element_size() for p in model.parameters()))
+        self.buckets = GradientBuckets(list(model.parameters()), self.cfg.bucket_mb / scale,
+                                       self.cfg.first_bucket_mb / scale)  # 1
         self.overlap = None
         if self.cfg.overlap_backward and self.ctx.world > 1:
             self.overlap = BackwardOverlap(self.buckets, self._launch, self.comm.clock, self.ctx.world)  # 2

@@ -101,6 +101,23 @@ def test_simulated_overlap_hides_the_closed_form_share(tmp_path):
             for x in steps:
                 assert x["time/compute_s"] == pytest.approx(0.1, rel=1e-9)
                 assert x["time/step_s"] == pytest.approx(step_s, abs=2e-6), (overlap, x["time/step_s"])
+    # a straggler (rank 1, factor 2: a 100 ms delay after its backward pass, the runtime's place for
+    # it on both backends): with the overlap its buckets left during backward, its delay hides its
+    # all-reduce and every rank settles at compute + delay = 200 ms a step (the others wait for it
+    # at the next all-reduce); after backward, the whole all-reduce follows the delay
+    for overlap in (True, False):
+        algo = {"name": "allreduce_sgd", "first_bucket_mb": 13.1, "bucket_mb": 100, "overlap_backward": overlap}
+        cfg = sim_config(algo, 2, profile={"name": "fixed", "step_ms": 100, "model_mb": 100},
+                         workload={"epochs": 1, "max_steps_per_epoch": 4}, straggler_name="slow1x2",
+                         straggler={"kind": "fixed", "ranks": [-1], "factor": 2.0})
+        run = simulate(cfg, tmp_path / f"straggler{overlap}")
+        steps = [[x["time/step_s"] for x in map(json.loads, (run / "out" / "metrics" / f"rank{r}.jsonl")
+                                                .read_text().splitlines()) if x["kind"] == "step"] for r in range(2)]
+        if overlap:
+            assert steps[1] == pytest.approx([0.2] * 4, abs=1e-9)
+            assert steps[0][0] == pytest.approx(0.174840, abs=2e-6) and steps[0][3] == pytest.approx(0.2, abs=1e-4)
+        else:
+            assert all(0.28 < t < 0.2867 for r in range(2) for t in steps[r]), steps
 
 
 def _metrics(run: Path, ranks: int) -> list[str]:

@@ -21,9 +21,9 @@ Blocks of ``steps`` steps rotate among the three ``repeats`` times (each contend
 in turn, a barrier around each block); the median block time per step of each is reported.
 ``*_cpu_ms``: the CPU time per step of rank 0's process (every thread of it, gloo's
 included; median block): what a step costs the machine, less sensitive to other load on a
-shared machine than the wall time.  ``buffer_sync_ms`` times ``allreduce_sgd``'s buffer broadcast alone (one message of all
-state buffers; none for a model without buffers) and ``ddp_buffer_sync_ms`` DDP's
-(``_sync_buffers``), each in blocks of their own.
+shared machine than the wall time. ``buffer_sync_ms`` times ``allreduce_sgd``'s buffer
+broadcast alone (one message of all state buffers; none for a model without buffers) and
+``ddp_buffer_sync_ms`` DDP's (``_sync_buffers``), each in blocks of their own.
 
 Targets (issue 27): ``ratio`` (AR-SGD / DDP) <= 0.95 on every row; ``overhead`` <= 10 %
 on ResNet-20 and VGG-16 with one rank per core.

@@ -6,6 +6,8 @@
   megabytes (reverse parameter order, as DDP builds them), each ``p.grad`` a view into
   its bucket, so backward writes straight into the buffer a collective sends (DDP's
   ``gradient_as_bucket_view``): no packing or unpacking copies.
+* :class:`BackwardOverlap`: per-parameter gradient hooks that move each gradient into its
+  bucket and start a bucket's collective as soon as the backward pass has completed it.
 * :class:`BufferVector`: the state buffers packed into one byte vector and back, so one
   collective moves them all whatever their dtypes.
 * :func:`state_buffers`: the buffers that are model state (what a method synchronises,
@@ -15,6 +17,8 @@
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 from torch import nn
@@ -148,3 +152,66 @@ class GradientBuckets:
         for p, view in self.views:
             if p.grad is not view:
                 p.grad = view
+
+
+class BackwardOverlap:
+    """Start each bucket's collective from
+    the backward pass, as soon as the bucket is complete, buckets in order (step 2 of
+    :mod:`impls.algorithms.allreduce_sgd`, as DDP's reducer).
+
+    Each parameter's hook moves its fresh gradient into its bucket view, divided by
+    ``divisor`` in the same pass (:meth:`impls.flat.GradientBuckets.fill`), and makes the view
+    its ``.grad``; ``launch(i)`` starts bucket ``i``'s communication and returns its handle.
+    Armed by :meth:`armed` (around the forward/backward pass of a step); a backward pass
+    outside it (a calibration pass, a closure) leaves every hook idle."""
+
+    def __init__(self, buckets: GradientBuckets, launch, clock, divisor: float = 1.0):
+        self.buckets, self.launch, self.clock, self.divisor = buckets, launch, clock, divisor
+        self.handles: list = []
+        self.in_backward = 0  # buckets of the last step launched from the backward pass
+        self._armed = False
+        self._pending: list[int] = []
+        views = iter(buckets.views)
+        self._views: list[list[tuple]] = [[next(views) for _ in members] for members in buckets.members]
+        for i, pairs in enumerate(self._views):
+            for p, view in pairs:
+                p.register_post_accumulate_grad_hook(lambda p, i=i, view=view: self._ready(i, p, view))
+
+    @contextlib.contextmanager
+    def armed(self):
+        self.handles, self.in_backward = [], 0
+        self._pending = [len(m) for m in self.buckets.members]
+        self._armed = True
+        try:
+            yield
+        finally:
+            self._armed = False
+        self.launch_rest()  # buckets with unused parameters (no hook fired): now that backward ended
+
+    def _ready(self, i: int, p, view) -> None:
+        if not self._armed:
+            return
+        if self._pending[i] <= 0:
+            raise RuntimeError("allreduce_sgd (overlap_backward): a second backward pass in one step; its "
+                               "bucket's all-reduce has already left (gradient accumulation needs "
+                               "overlap_backward: false)")
+        self.buckets.fill(p, view, self.divisor)
+        self._pending[i] -= 1
+        while len(self.handles) < len(self._pending) and self._pending[len(self.handles)] == 0:
+            k = len(self.handles)
+            self.clock.backward_point(self.buckets.ready_at[k])  # simulated: the bucket's time in backward
+            self.handles.append(self.launch(k))
+            self.in_backward += 1
+
+    def launch_rest(self) -> None:
+        for k in range(len(self.handles), len(self.buckets.flats)):
+            for p, view in self._views[k]:
+                if p.grad is not view:  # no gradient this step (zeros), or one no hook saw
+                    self.buckets.fill(p, view, self.divisor)
+            self.handles.append(self.launch(k))
+
+    def take_handles(self) -> list:
+        """This step's handles (launching what has not left yet), once; then none."""
+        self.launch_rest()
+        handles, self.handles = self.handles, [None] * len(self.buckets.flats)
+        return handles

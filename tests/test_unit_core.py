@@ -250,13 +250,12 @@ def test_digits_matches_scikit_learn():
 
 
 def test_backward_overlap_starts_buckets_in_order_as_backward_completes_them():
-    """allreduce_sgd's overlap (impls.algorithms.allreduce_sgd.BackwardOverlap) on a real
+    """allreduce_sgd's overlap (impls.flat.BackwardOverlap) on a real
     autograd pass: each bucket starts from the backward pass once its last gradient has
     arrived, in bucket order, at its ready point of the clock; a bucket holding a parameter
     without gradient (unused this step) starts when backward ends; backward passes outside
     the armed step start nothing; a second backward pass in one step is refused."""
-    from impls.algorithms.allreduce_sgd import BackwardOverlap
-    from impls.flat import GradientBuckets
+    from impls.flat import BackwardOverlap, GradientBuckets
 
     torch.manual_seed(0)
     a, b, unused = torch.nn.Linear(4, 3), torch.nn.Linear(3, 2), torch.nn.Linear(2, 2)

@@ -32,12 +32,13 @@ Steps, per training step:
 
 Hyperparameters:
 
-* ``overlap_backward`` (default true): step 2.  The parameters are the same either way
-  (the same sums in the same order, divided by ``n`` before rather than after them: for
-  ``n`` a power of two the very same numbers, else within a rounding of each other; tested
-  to 1e-6 on real and simulated ranks); only when the messages leave differs.  Turn it off to measure what the overlap hides.  The
-  step records carry ``overlap/buckets_in_backward``: how many buckets left during the
-  backward pass (all of them unless some parameters got no gradient).
+* ``overlap_backward`` (default true): step 2. The parameters are the same either way (the
+  same sums in the same order, divided by ``n`` before rather than after them: for ``n`` a
+  power of two the very same numbers, else within a rounding of each other; tested to 1e-6
+  on real and simulated ranks); only when the messages leave differs. Turn it off to measure
+  what the overlap hides. The step records carry ``overlap/buckets_in_backward``: how many
+  buckets left during the backward pass (all of them unless some parameters got no
+  gradient).
 * ``bucket_mb`` (default 25, DDP's default): bucket size.  Larger buckets mean fewer
   messages (less latency, better bandwidth use); smaller ones start sending earlier,
   which is what the overlap needs: a model in one bucket overlaps nothing.
@@ -107,7 +108,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..flat import BufferVector, GradientBuckets, state_buffers
+from ..flat import BackwardOverlap, BufferVector, GradientBuckets, state_buffers
 from ..protocol import Algorithm, StepContext
 from . import register
 
@@ -118,68 +119,6 @@ class AllreduceSGDConfig:
     first_bucket_mb: float = field(default=1.0, metadata={"gt": 0})
     broadcast_buffers: bool = True
     overlap_backward: bool = True
-
-
-class BackwardOverlap:
-    """Step 2 of :mod:`impls.algorithms.allreduce_sgd`: start each bucket's collective from
-    the backward pass, as soon as the bucket is complete, buckets in order.
-
-    Each parameter's hook moves its fresh gradient into its bucket view, divided by
-    ``divisor`` in the same pass (:meth:`impls.flat.GradientBuckets.fill`), and makes the view
-    its ``.grad``; ``launch(i)`` starts bucket ``i``'s communication and returns its handle.
-    Armed by :meth:`armed` (around the forward/backward pass of a step); a backward pass
-    outside it (a calibration pass, a closure) leaves every hook idle."""
-
-    def __init__(self, buckets: GradientBuckets, launch, clock, divisor: float = 1.0):
-        self.buckets, self.launch, self.clock, self.divisor = buckets, launch, clock, divisor
-        self.handles: list = []
-        self.in_backward = 0  # buckets of the last step launched from the backward pass
-        self._armed = False
-        self._pending: list[int] = []
-        views = iter(buckets.views)
-        self._views: list[list[tuple]] = [[next(views) for _ in members] for members in buckets.members]
-        for i, pairs in enumerate(self._views):
-            for p, view in pairs:
-                p.register_post_accumulate_grad_hook(lambda p, i=i, view=view: self._ready(i, p, view))
-
-    @contextlib.contextmanager
-    def armed(self):
-        self.handles, self.in_backward = [], 0
-        self._pending = [len(m) for m in self.buckets.members]
-        self._armed = True
-        try:
-            yield
-        finally:
-            self._armed = False
-        self.launch_rest()  # buckets with unused parameters (no hook fired): now that backward ended
-
-    def _ready(self, i: int, p, view) -> None:
-        if not self._armed:
-            return
-        if self._pending[i] <= 0:
-            raise RuntimeError("allreduce_sgd (overlap_backward): a second backward pass in one step; its "
-                               "bucket's all-reduce has already left (gradient accumulation needs "
-                               "overlap_backward: false)")
-        self.buckets.fill(p, view, self.divisor)
-        self._pending[i] -= 1
-        while len(self.handles) < len(self._pending) and self._pending[len(self.handles)] == 0:
-            k = len(self.handles)
-            self.clock.backward_point(self.buckets.ready_at[k])  # simulated: the bucket's time in backward
-            self.handles.append(self.launch(k))
-            self.in_backward += 1
-
-    def launch_rest(self) -> None:
-        for k in range(len(self.handles), len(self.buckets.flats)):
-            for p, view in self._views[k]:
-                if p.grad is not view:  # no gradient this step (zeros), or one no hook saw
-                    self.buckets.fill(p, view, self.divisor)
-            self.handles.append(self.launch(k))
-
-    def take_handles(self) -> list:
-        """This step's handles (launching what has not left yet), once; then none."""
-        self.launch_rest()
-        handles, self.handles = self.handles, [None] * len(self.buckets.flats)
-        return handles
 
 
 @register("allreduce_sgd")

@@ -18,6 +18,7 @@ How the runtime drives an algorithm (``impls.runtime.trainer``), per rank::
         with algo.computing(s):          #    forward + backward on this worker's batch
             loss = task.loss(model, s.batch); loss.backward()
         sleep(straggler delay)           # 4. runtime: emulated slow worker
+        algo.await_gradients()           #    communication started in backward, awaited
         extra = algo.step(s)             # 5. communicate + update the parameters
     each epoch: with algo.eval_params(): evaluate      # 6. the model to evaluate
                 algo.epoch_end(epoch)                  #    extra metrics
@@ -174,6 +175,22 @@ class Algorithm:
         whole shard as ``(batch, closure)`` pairs, ``closure()`` computing the loss and the
         gradients on ``batch`` at the model's current parameters (e.g. for SVRG's full
         gradient at the snapshot).  Default: nothing."""
+
+    def await_gradients(self) -> None:
+        """After the backward pass and the straggler delay, before the runtime reads the
+        gradients (fp16's overflow check unscales them in place): wait for communication
+        started during backward (``allreduce_sgd``'s ``overlap_backward``).  Default: nothing."""
+
+    def gradient_fault(self) -> str | None:
+        """After :meth:`await_gradients`, before :meth:`step`: this rank's own gradient's first
+        NaN or infinity (``"name (nan)"``), None if finite; the runtime then fails the run as
+        diverged naming this rank and step, before a compressor can turn a NaN into a sign.
+        Default: the model's gradients as they are now; an algorithm that has already mixed
+        them with other ranks' (``allreduce_sgd``'s ``overlap_backward``) reports what it
+        checked before sending."""
+        from .flat import nonfinite_grad
+
+        return nonfinite_grad([(n, p.grad) for n, p in self.model.named_parameters()])
 
     # 5
     def step(self, s: StepContext) -> dict[str, float]:

@@ -1,8 +1,11 @@
 """Straggler model: the same seeded, configured slowdown for every method.
 
-A straggler is emulated by a real ``time.sleep`` in the worker, after its forward
-and backward pass and before it communicates, so a slow rank's messages leave late
-exactly as a slow GPU's would.  The delay is proportional to the compute time the
+A straggler is emulated by a real ``time.sleep`` in the worker (the clock's: simulated
+time on the simulated backend), after its forward and backward pass and before its step
+communicates, so a slow rank's messages leave late exactly as a slow GPU's would.  A
+method that starts communicating during backward (``allreduce_sgd``'s default
+``overlap_backward``) has sent its buckets by then: its delay overlaps that all-reduce, and
+the other ranks wait for it at the next step's (its docstring).  The delay is proportional to the compute time the
 rank just measured for that step, so the slowdown holds whatever the workload:
 
 * ``none`` - no delay.

@@ -81,20 +81,52 @@ def test_pipeline_wall_csv_appends_one_row_per_invocation(tmp_path, monkeypatch)
 
 @pytest.mark.spawn
 def test_ddp_benchmark_csv_from_a_real_launch(tmp_path):
-    """Two ranks, the default MLP (64 -> 64 -> 10: 64*64+64 + 64*10+10 = 4810 parameters), 2 steps x 2
-    repeats; the ratio is the two step times' (rounded to 4 decimals from the unrounded times,
-    hence the 1e-3 relative tolerance against the rounded ms columns)."""
+    """Two ranks, the default MLP (64 -> 64 -> 10: 64*64+64 + 64*10+10 = 4810 parameters, no buffers),
+    2 steps x 2 repeats of AR-SGD (through the runtime's step, all-reduce during backward: one bucket),
+    DDP and the no-communication baseline; the ratio and the overheads are the step times' (rounded to 4
+    decimals from the unrounded times, hence the 1e-3 tolerances against the rounded ms columns)."""
     out = tmp_path / "allreduce_vs_ddp.csv"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "impls.bench",
            "ddp", "--out", str(out), "--model", "mlp", "--steps", "2", "--repeats", "2", "--batch", "4"]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     t = pd.read_csv(out)
-    assert list(t.columns) == ["model", "params", "nodes", "batch_per_rank", "steps", "repeats", "allreduce_sgd_ms",
-                               "ddp_ms", "ratio", "target", "torch", "git_commit", "host", "cpu_count"]
+    assert list(t.columns) == ["model", "params", "buffer_elements", "nodes", "batch_per_rank", "steps", "repeats",
+                               "overlap_backward", "buckets", "allreduce_sgd_ms", "ddp_ms", "nocomm_ms", "ratio",
+                               "overhead", "ddp_overhead", "buffer_sync_ms", "ddp_buffer_sync_ms", "allreduce_sgd_cpu_ms",
+                               "ddp_cpu_ms", "nocomm_cpu_ms", "target",
+                               "threads_per_rank", "torch", "git_commit", "host", "cpu_count"]
     assert len(t) == 1
     r = t.iloc[0]
-    assert (r["model"], r["params"], r["nodes"], r["batch_per_rank"], r["steps"], r["repeats"], r["target"],
-            r["torch"], r["cpu_count"]) == ("mlp", 4810, 2, 4, 2, 2, "<= 1.05", torch.__version__, os.cpu_count())
-    assert r["allreduce_sgd_ms"] > 0 and r["ddp_ms"] > 0
+    assert (r["model"], r["params"], r["buffer_elements"], r["nodes"], r["batch_per_rank"], r["steps"],
+            r["repeats"], r["overlap_backward"], r["buckets"], r["target"], r["threads_per_rank"], r["torch"],
+            r["cpu_count"]) == ("mlp", 4810, 0, 2, 4, 2, 2, True, 1, "ratio <= 0.95", 1, torch.__version__,
+                                os.cpu_count())
+    assert r["allreduce_sgd_ms"] > 0 and r["ddp_ms"] > 0 and r["nocomm_ms"] > 0
+    assert r["buffer_sync_ms"] >= 0 and r["ddp_buffer_sync_ms"] >= 0
+    assert r["allreduce_sgd_cpu_ms"] > 0 and r["ddp_cpu_ms"] > 0 and r["nocomm_cpu_ms"] > 0
     assert r["ratio"] == pytest.approx(r["allreduce_sgd_ms"] / r["ddp_ms"], rel=1e-3)
+    assert r["overhead"] == pytest.approx(r["allreduce_sgd_ms"] / r["nocomm_ms"] - 1, abs=1e-3)
+    assert r["ddp_overhead"] == pytest.approx(r["ddp_ms"] / r["nocomm_ms"] - 1, abs=1e-3)
+
+
+def test_ddp_benchmark_settings_and_launches():
+    """benchmarks.ddp_compare: defaults, per-model steps, one launch per (model, nodes); bad input
+    names the key and the allowed values before any launch."""
+    from distrepro_wf.ddpbench import bench_spec, commands
+    from impls.errors import ConfigError
+
+    spec = bench_spec({"models": ["mlp", "vgg16"], "nodes": [2], "steps": {"vgg16": 3}})
+    assert spec["steps"] == {"mlp": 100, "vgg16": 3} and spec["repeats"] == 5
+    cmds = commands(spec, "x.csv")
+    assert [(c[c.index("--model") + 1], c[4], c[c.index("--steps") + 1]) for c in cmds] == [
+        ("mlp", "--nproc-per-node=2", "100"), ("vgg16", "--nproc-per-node=2", "3")]
+    assert bench_spec(None)["models"] == ["mlp", "resnet20", "vgg16"]
+    for given, key, text in (({"model": ["mlp"]}, "benchmarks.ddp_compare", "allowed keys: batch, models"),
+                             ({"models": ["vgg19"]}, "benchmarks.ddp_compare.models", "known: cnn, mlp"),
+                             ({"nodes": [1]}, "benchmarks.ddp_compare.nodes", "integers >= 2"),
+                             ({"steps": {"mlp": 0}}, "benchmarks.ddp_compare.steps", "integer >= 1"),
+                             ({"repeats": "5"}, "benchmarks.ddp_compare.repeats", "integer >= 1")):
+        with pytest.raises(ConfigError) as e:
+            bench_spec(given)
+        assert e.value.key == key and text in str(e.value), (given, str(e.value))

@@ -74,11 +74,22 @@ def test_fp16_skip_is_agreed_across_workers():
                        text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     r0, r1 = json.loads(p.stdout.strip().splitlines()[-1])
-    for log in (r0, r1):
+    for log in (r0["probe"], r1["probe"]):
         assert log[0]["skipped"] is True and log[0]["moved"] == 0.0 and log[0]["scale_after"] == 512.0
         assert log[0]["agree_messages"] == 1  # the flag; the algorithm sent nothing
         assert log[1]["skipped"] is False and log[1]["moved"] > 0
-    assert r0[1]["params"] == r1[1]["params"]
+    assert r0["probe"][1]["params"] == r1["probe"][1]["params"]
+    # through the runtime's step, with the all-reduce overlapping backward (scaled gradients on the
+    # wire) and without: rank 1's real fp16 overflow skips step 0 on both ranks, then both step
+    for mode in ("True", "False"):
+        for log in (r0["overlap"][mode], r1["overlap"][mode]):
+            assert [x["skipped"] for x in log] == [True, False, False] and log[0]["moved"] == 0.0
+            assert log[1]["moved"] > 0 and log[2]["moved"] > 0
+            # two buckets (first_bucket_mb 1e-4: the last bias (3 parameters), then the other 80)
+            assert [x["buckets_in_backward"] for x in log[1:]] == ([2.0, 2.0] if mode == "True" else [None, None])
+        assert r0["overlap"][mode][2]["params"] == r1["overlap"][mode][2]["params"]
+    a, b = r0["overlap"]["True"][2]["params"], r0["overlap"]["False"][2]["params"]
+    assert max(abs(u - v) for pa, pb in zip(a, b) for u, v in zip(pa, pb)) <= 1e-6
 
 
 @pytest.mark.parametrize("over, key, text", [

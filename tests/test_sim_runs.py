@@ -20,6 +20,11 @@ SYNC = {  # world size 4 each, so one real launch serves them all
     "allreduce_sgd": ("allreduce_sgd", 4),
     "sgp": ({"name": "sgp", "topology": {"name": "exponential", "peers": 1}}, 4),
     "ps_sync": ("ps_sync", 3),  # 3 workers + 1 server
+    # three buckets of the tiny MLP ([last layer] [first bias] [first weight]), all-reduced during
+    # backward (the default) or after it: the same parameters either way, on both backends
+    "allreduce_sgd_3buckets": ({"name": "allreduce_sgd", "bucket_mb": 0.004, "first_bucket_mb": 0.0013}, 4),
+    "allreduce_sgd_3buckets_after": ({"name": "allreduce_sgd", "bucket_mb": 0.004, "first_bucket_mb": 0.0013,
+                                      "overlap_backward": False}, 4),
 }
 
 
@@ -63,6 +68,56 @@ def test_simulated_equals_real_ranks(tmp_path):
             diff = max((a[k] - b[k]).abs().max().item() for k in a)
             assert diff <= EQUAL_TOL, (name, r, diff)
         assert json.loads((sim / "out" / "provenance.json").read_text())["backend"] == "simgrid"
+        if name.startswith("allreduce_sgd_3buckets"):  # every bucket left during backward, or none did
+            lines = (sim / "out" / "metrics" / "rank1.jsonl").read_text().splitlines()
+            for recs in (res.records(1, "step"), [r for r in map(json.loads, lines) if r["kind"] == "step"]):
+                assert {r.get("overlap/buckets_in_backward") for r in recs} == ({None} if "after" in name else {3.0})
+    runs = dict(zip(SYNC, real))
+    for r in range(4):
+        a, b = runs["allreduce_sgd_3buckets"].final_state(r), runs["allreduce_sgd_3buckets_after"].final_state(r)
+        assert max((a[k] - b[k]).abs().max().item() for k in a) <= EQUAL_TOL
+
+
+def test_simulated_overlap_hides_the_closed_form_share(tmp_path):
+    """allreduce_sgd on 2 simulated 10 GbE hosts (alpha 50 us per message, 1.154762 GB/s per
+    direction: impls/sim/platforms.py), profile fixed at 100 ms per step with the messages scaled to
+    a 100 MB model, backward 2/3 of the step.  The tiny MLP's 2410 parameters in two buckets, sized in
+    the scaled bytes (first bucket 13.1 MiB, then 100 MiB): its last layer (330 parameters: 13.6929 MB
+    scaled) and its first (2080: 86.3071 MB).  A 2-rank ring
+    all-reduce of S bytes takes 2 alpha + S / beta.
+    * overlap: bucket 0 is complete at 100 (1/3 + 2/3 x 330/2410) = 42.46 ms and all-reduced by
+      54.42 ms, hidden; bucket 1 at 100 ms: the step is 100 + 0.1 + 74.7403 = 174.840 ms;
+    * after backward: both at 100 ms, sharing the links: 100 + 0.1 + 86.5979 = 186.698 ms."""
+    want = {True: 0.174840, False: 0.186698}
+    for overlap, step_s in want.items():
+        algo = {"name": "allreduce_sgd", "first_bucket_mb": 13.1, "bucket_mb": 100, "overlap_backward": overlap}
+        cfg = sim_config(algo, 2, profile={"name": "fixed", "step_ms": 100, "model_mb": 100},
+                         workload={"epochs": 1, "max_steps_per_epoch": 3})
+        run = simulate(cfg, tmp_path / str(overlap))
+        for r in range(2):
+            steps = [json.loads(x) for x in (run / "out" / "metrics" / f"rank{r}.jsonl").read_text().splitlines()]
+            steps = [x for x in steps if x["kind"] == "step"]
+            assert len(steps) == 3
+            for x in steps:
+                assert x["time/compute_s"] == pytest.approx(0.1, rel=1e-9)
+                assert x["time/step_s"] == pytest.approx(step_s, abs=2e-6), (overlap, x["time/step_s"])
+    # a straggler (rank 1, factor 2: a 100 ms delay after its backward pass, the runtime's place for
+    # it on both backends): with the overlap its buckets left during backward, its delay hides its
+    # all-reduce and every rank settles at compute + delay = 200 ms a step (the others wait for it
+    # at the next all-reduce); after backward, the whole all-reduce follows the delay
+    for overlap in (True, False):
+        algo = {"name": "allreduce_sgd", "first_bucket_mb": 13.1, "bucket_mb": 100, "overlap_backward": overlap}
+        cfg = sim_config(algo, 2, profile={"name": "fixed", "step_ms": 100, "model_mb": 100},
+                         workload={"epochs": 1, "max_steps_per_epoch": 4}, straggler_name="slow1x2",
+                         straggler={"kind": "fixed", "ranks": [-1], "factor": 2.0})
+        run = simulate(cfg, tmp_path / f"straggler{overlap}")
+        steps = [[x["time/step_s"] for x in map(json.loads, (run / "out" / "metrics" / f"rank{r}.jsonl")
+                                                .read_text().splitlines()) if x["kind"] == "step"] for r in range(2)]
+        if overlap:
+            assert steps[1] == pytest.approx([0.2] * 4, abs=1e-9)
+            assert steps[0][0] == pytest.approx(0.174840, abs=2e-6) and steps[0][3] == pytest.approx(0.2, abs=1e-4)
+        else:
+            assert all(0.28 < t < 0.2867 for r in range(2) for t in steps[r]), steps
 
 
 def _metrics(run: Path, ranks: int) -> list[str]:

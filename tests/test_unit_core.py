@@ -247,3 +247,62 @@ def test_digits_matches_scikit_learn():
     raw = load_digits_array()
     assert np.array_equal(raw[:, :64], d.data) and np.array_equal(raw[:, 64], d.target)
     assert math.isclose(raw[:, :64].max(), 16)
+
+
+def test_backward_overlap_starts_buckets_in_order_as_backward_completes_them():
+    """allreduce_sgd's overlap (impls.flat.BackwardOverlap) on a real
+    autograd pass: each bucket starts from the backward pass once its last gradient has
+    arrived, in bucket order, at its ready point of the clock; a bucket holding a parameter
+    without gradient (unused this step) starts when backward ends; backward passes outside
+    the armed step start nothing; a second backward pass in one step is refused."""
+    from impls.flat import BackwardOverlap, GradientBuckets
+
+    torch.manual_seed(0)
+    a, b, unused = torch.nn.Linear(4, 3), torch.nn.Linear(3, 2), torch.nn.Linear(2, 2)
+    params = [*a.parameters(), *b.parameters(), *unused.parameters()]  # 12 + 3 + 6 + 2 + 4 + 2 = 29
+    # reverse order, 16-byte buckets: [unused.bias 2, unused.weight 4] [b.bias 2] [b.weight 6] [a.bias 3] [a.weight 12]
+    buckets = GradientBuckets(params, bucket_mb=16 / 2**20, first_bucket_mb=24 / 2**20)
+    assert [[p.numel() for p in m] for m in buckets.members] == [[2, 4], [2], [6], [3], [12]]
+    assert buckets.ready_at == pytest.approx([6 / 29, 8 / 29, 14 / 29, 17 / 29, 1.0])
+    events, total = [], [29]
+
+    class Marks(Clock):
+        def backward_point(self, fraction):
+            events.append(("point", round(fraction * total[0])))  # in parameters
+
+    def launch(i):
+        events.append(("launch", i, buckets.flats[i].abs().sum().item() > 0))
+        return i
+
+    ov = BackwardOverlap(buckets, launch, Marks())
+    x = torch.randn(5, 4)
+    buckets.zero_and_bind()
+    b(a(x)).sum().backward()  # not armed: nothing starts
+    assert events == []
+    buckets.zero_and_bind()
+    with ov.armed():
+        b(a(x)).sum().backward()
+        in_backward = list(events)
+    # bucket 0 (the unused layer) never completes, so nothing may start before it: all start at the end
+    assert in_backward == [] and [e[1] for e in events] == [0, 1, 2, 3, 4] and ov.in_backward == 0
+    assert ov.take_handles() == [0, 1, 2, 3, 4] and ov.take_handles() == [None] * 5
+    # without the unused layer in the buckets, every bucket leaves from backward, in order, with its gradient
+    events.clear()
+    total[0] = 23
+    for p in params:
+        p.grad = None
+    b(a(x)).sum().backward()  # reference gradients (no hook armed)
+    ref = {id(p): p.grad.clone() for p in params[:4]}
+    buckets = GradientBuckets(params[:4], bucket_mb=16 / 2**20, first_bucket_mb=16 / 2**20)
+    ov = BackwardOverlap(buckets, launch, Marks(), divisor=2.0)
+    buckets.unbind()  # as zero_grad with overlap: fresh gradients, moved in by the hooks
+    with ov.armed():
+        b(a(x)).sum().backward()
+        in_backward = list(events)
+        for p, view in buckets.views:  # each gradient in its bucket, divided by the world size, and p.grad is it
+            assert p.grad is view and torch.equal(view, ref[id(p)] / 2)
+        with pytest.raises(RuntimeError, match="second backward pass in one step"):
+            b(a(x)).sum().backward()
+    assert in_backward == [("point", 2), ("launch", 0, True), ("point", 8), ("launch", 1, True),
+                           ("point", 11), ("launch", 2, True), ("point", 23), ("launch", 3, True)]
+    assert ov.in_backward == 4

@@ -9,36 +9,96 @@ fp32) is all-reduced (sum, then divided by the world size).  With a ring all-red
 each rank sends and receives ``2 (n-1)/n`` times the gradient size; nothing else is
 exchanged, so all replicas stay bit-identical.
 
-Steps of :meth:`AllreduceSGD.step`:
+Steps, per training step:
 
 1. The gradients already sit in flat buckets of about ``bucket_mb`` megabytes
    (reverse parameter order, as DDP does): each ``p.grad`` is a view into its
    bucket, so backward writes straight into the buffer that is sent
    (DDP's ``gradient_as_bucket_view``); no packing or unpacking copies.
-2. Launch one asynchronous all-reduce per bucket, then wait for all of them.
-3. Divide by the world size, in place.
+2. With ``overlap_backward`` (the default), during the backward pass: a hook on each
+   parameter (``register_post_accumulate_grad_hook``) moves the fresh gradient into its
+   bucket view divided by ``n`` (one pass, as DDP's reducer copies and divides; the
+   buckets are not zeroed first and backward does not accumulate into them) and counts
+   the bucket's gradients still to come; when a bucket is complete, its asynchronous
+   all-reduce starts at once, buckets in order (a later bucket completed first waits for
+   the earlier ones, so every rank issues the collectives in the same order), as DDP's
+   reducer does.  A bucket whose parameters got no gradient this step (unused parameters:
+   zeros) starts when backward ends.  Without overlap, the buckets are zeroed before the
+   step's backward pass accumulates into them, and :meth:`step` launches every bucket's
+   all-reduce.
+3. :meth:`step` waits for the all-reduces (without overlap it then divides by ``n``).
 4. Take the local optimizer step (SGD with momentum / Nesterov and weight decay, the
    same on every rank, so the replicas stay equal).
 
 Hyperparameters:
 
+* ``overlap_backward`` (default true): step 2. The parameters are the same either way (the
+  same sums in the same order, divided by ``n`` before rather than after them: for ``n`` a
+  power of two the very same numbers, else within a rounding of each other; tested to 1e-6
+  on real and simulated ranks); only when the messages leave differs. Turn it off to measure
+  what the overlap hides. The step records carry ``overlap/buckets_in_backward``: how many
+  buckets left during the backward pass (all of them unless some parameters got no
+  gradient).
 * ``bucket_mb`` (default 25, DDP's default): bucket size.  Larger buckets mean fewer
-  messages (less latency, better bandwidth use); smaller ones start sending earlier.
-  Only latency-bound (tiny) models care.
-* ``broadcast_buffers`` (default true, DDP's default): before each forward pass, rank
-  0's buffers (BatchNorm running statistics) are broadcast to all ranks, so the replicas
-  evaluate identically; without it each rank's statistics drift on its own batches
-  (parameters stay equal either way); they are also broadcast before each evaluation,
-  so every rank evaluates rank 0's model.  Models without buffers send nothing, and
-  only state buffers are sent (:func:`impls.flat.state_buffers`: a non-persistent buffer,
-  e.g. fairseq's sinusoidal position table, is a constant every rank computes itself;
-  sending it each step would cost the tiny Transformer 0.7x its gradient's bytes).
+  messages (less latency, better bandwidth use); smaller ones start sending earlier,
+  which is what the overlap needs: a model in one bucket overlaps nothing.
+* ``first_bucket_mb`` (default 1, DDP's ``_DEFAULT_FIRST_BUCKET_BYTES``): the size of the
+  first bucket (the last layers' gradients, ready first), so that communication starts
+  early in the backward pass; ``bucket_mb`` applies to the rest.  Both count the bytes
+  the messages weigh: under a simulated paper profile, which weighs the stand-in's
+  messages as the paper's model (:mod:`impls.sim.profiles`), a 25 MB bucket is 25 MB of
+  that model, so the stand-in is cut into as many buckets as the paper's model would be
+  (their ready times then follow the stand-in's parameter shares).
+* ``broadcast_buffers`` (default true, DDP's default): every forward pass starts from
+  rank 0's buffers (BatchNorm running statistics), so the replicas evaluate identically;
+  without it each rank's statistics drift on its own batches (parameters stay equal
+  either way); every evaluation sees rank 0's too, so every rank evaluates rank 0's
+  model.  Models without buffers send nothing, and only state buffers are sent
+  (:func:`impls.flat.state_buffers`: a non-persistent buffer, e.g. fairseq's sinusoidal
+  position table, is a constant every rank computes itself; sending it each step would
+  cost the tiny Transformer 0.7x its gradient's bytes).  How, at DDP's cost or below:
+  the buffers travel as one byte vector (:class:`impls.flat.BufferVector`: one ``cat``
+  in, one ``_foreach_copy_`` out), so one broadcast moves them all whatever their dtypes
+  (BatchNorm's float statistics and int64 batch counter; DDP's coalesced broadcast sends
+  one message per dtype); and it leaves *after* the backward pass, asynchronously, to be
+  awaited before the next forward pass (or evaluation): rank 0's buffers do not change
+  between its backward pass and its next forward pass, so every rank starts its forward
+  pass from the same values as DDP's broadcast at the start of the forward pass gives,
+  without a blocking collective on the way in.  Only the first forward pass (and one
+  after a resume) waits for a blocking broadcast, as nothing is in flight yet.
+
+Interplay with the runtime (:mod:`impls.runtime.trainer`):
+
+* **Straggler delay.**  The runtime sleeps a straggler's delay after its backward pass and
+  before :meth:`await_gradients` / :meth:`step`, on both backends.  Without overlap nothing
+  has been sent by then, so the delay holds every rank's all-reduce back.  With overlap the
+  straggler's buckets have left during its backward pass: its delay overlaps its own
+  all-reduce, and the other ranks wait for it at the next step's all-reduce instead (its
+  next buckets leave a delay later), so in steady state every rank still pays the delay
+  each step, as with a slow GPU whose backward pass (and so its buckets) runs late.
+  The simulated backend charges the same order: compute up to each bucket's ready point
+  (:meth:`impls.backends.sim.SimClock.backward_point`), then the rest, then the delay.
+* **fp16 loss scaling** (:mod:`impls.runtime.precision`).  With overlap the buckets carry
+  the *scaled* gradients (divided by ``n``); the runtime calls :meth:`await_gradients`
+  before its overflow check, which then unscales the averaged gradient.  With a scale
+  that is a power of two (torch's defaults: initial value, growth and backoff factors),
+  unscaling before or after the sum gives the same numbers, and an overflow on any rank
+  (an infinite or NaN gradient) makes the sum non-finite on every rank: the skip is agreed
+  even before the runtime's own agreement (which still runs).  A skipped step has sent
+  its gradients (as DDP's has); without overlap it sends none.
+* A backward pass outside ``computing()`` (the runtime's one-batch calibration, a
+  closure) leaves the hooks idle; two backward passes inside one ``computing()``
+  (gradient accumulation) are refused: a bucket's all-reduce would have left with half
+  of its sum (DDP refuses the same; turn ``overlap_backward`` off for that).
 
 Equivalence: with ``n`` ranks on batch ``b`` this produces the same parameters as
-``serial_sgd`` on batch ``n * b`` over the same samples (tested to 1e-6).  Unlike
-torch DDP it does not overlap the all-reduce with the backward pass: the runtime
-applies the straggler delay between backward and communication, and the benchmark
-``results/bench/allreduce_vs_ddp.csv`` measures what that costs against DDP.
+``serial_sgd`` on batch ``n * b`` over the same samples (tested to 1e-6).  Where it
+differs from torch DDP: gradients are bucket views from the start (DDP copies them unless
+``gradient_as_bucket_view``; with overlap the hooks copy each gradient into its bucket
+once, dividing in the same pass, where DDP copies it in, divides the bucket and copies it
+back), the buckets keep their order (DDP rebuilds them
+after the first step in the order the gradients arrived), and the buffers travel as one
+message.  ``results/bench/allreduce_vs_ddp.csv`` measures the two side by side.
 """
 
 from __future__ import annotations
@@ -48,7 +108,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..flat import GradientBuckets, state_buffers
+from ..flat import BackwardOverlap, BufferVector, GradientBuckets, state_buffers
 from ..protocol import Algorithm, StepContext
 from . import register
 
@@ -56,7 +116,9 @@ from . import register
 @dataclass
 class AllreduceSGDConfig:
     bucket_mb: float = field(default=25.0, metadata={"gt": 0})
+    first_bucket_mb: float = field(default=1.0, metadata={"gt": 0})
     broadcast_buffers: bool = True
+    overlap_backward: bool = True
 
 
 @register("allreduce_sgd")
@@ -66,39 +128,114 @@ class AllreduceSGD(Algorithm):
     def setup(self, model):
         super().setup(model)
         self.broadcast_initial_state(model)
-        self.buckets = GradientBuckets(list(model.parameters()), self.cfg.bucket_mb)  # 1
+        # bucket sizes in the bytes the messages weigh: where a simulated clock scales them to a
+        # paper's model (impls.sim.profiles), a 25 MB bucket is 25 MB of that model (real ranks: 1)
+        scale = self.comm.clock.wire_scale(sum(p.numel() * p.element_size() for p in model.parameters()))
+        self.buckets = GradientBuckets(list(model.parameters()), self.cfg.bucket_mb / scale,
+                                       self.cfg.first_bucket_mb / scale)  # 1
+        self.overlap = None
+        if self.cfg.overlap_backward and self.ctx.world > 1:
+            names = {id(p): n for n, p in model.named_parameters()}
+            self.overlap = BackwardOverlap(self.buckets, self._launch, self.comm.clock, self.ctx.world, names)  # 2
+        self._waiting: list | None = None  # this step's handles, until step() has used them
+        self._init_buffer_sync()
 
+    def _init_buffer_sync(self) -> None:
+        self._bvec: BufferVector | None = None  # the state buffers as one byte vector, once built
+        self._buffers_in_flight = None  # its broadcast, launched after a backward pass
+        self._buffers_equal = False  # every rank holds rank 0's buffers (nothing to send before a forward)
+
+    def _launch(self, i: int):
+        return self.comm.all_reduce(self.buckets.flats[i], async_op=True)
+
+    @contextlib.contextmanager
     def computing(self, s: StepContext):
-        self._sync_buffers()
-        return super().computing(s)
+        self._buffers_before_forward()
+        if self.overlap is None:
+            yield
+        else:
+            with self.overlap.armed():
+                yield
+            self._waiting = self.overlap.take_handles()
+        self._buffers_after_backward()
 
     @contextlib.contextmanager
     def eval_params(self):
-        self._sync_buffers()  # the last forward pass updated each rank's statistics on its own batch
+        self._buffers_before_forward()  # rank 0's statistics as they are now, on every rank
         yield self.model
 
+    def close(self) -> None:
+        if self._buffers_in_flight is not None:
+            self._buffers_in_flight.wait()
+            self._buffers_in_flight = None
+
+    # -- buffers: one message of every state buffer, in flight from backward to the next forward
+    def _buffer_vector(self) -> BufferVector | None:
+        if not (self.cfg.broadcast_buffers and self.ctx.world > 1):
+            return None
+        if self._bvec is None:  # the same tensors all run long (a checkpoint loads into them)
+            self._bvec = BufferVector(state_buffers(self.model))
+        return self._bvec if self._bvec.bufs else None
+
     def _sync_buffers(self) -> None:
-        if self.cfg.broadcast_buffers and self.ctx.world > 1:
-            by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
-            for b in state_buffers(self.model):
-                by_dtype.setdefault(b.dtype, []).append(b)
-            for bufs in by_dtype.values():  # one coalesced broadcast per dtype, as DDP's buffer sync
-                flat = torch.cat([b.detach().reshape(-1) for b in bufs])
-                self.comm.broadcast(flat, src=0)
-                with torch.no_grad():
-                    for b, v in zip(bufs, flat.split([b.numel() for b in bufs])):
-                        b.copy_(v.view_as(b))
+        """Rank 0's buffers on every rank now (one blocking broadcast)."""
+        vec = self._buffer_vector()
+        if vec is not None:
+            self.comm.broadcast(vec.pack(), src=0)
+            if self.ctx.rank != 0:
+                vec.unpack()
+            self._buffers_equal = True
+
+    def _buffers_before_forward(self) -> None:
+        if self._buffers_in_flight is not None:  # sent after the last backward pass: rank 0's buffers since
+            self._buffers_in_flight.wait()
+            if self.ctx.rank != 0:
+                self._bvec.unpack()
+            self._buffers_in_flight, self._buffers_equal = None, True
+        elif not self._buffers_equal:
+            self._sync_buffers()
+
+    def _buffers_after_backward(self) -> None:
+        """The forward pass changed each rank's statistics; rank 0's stay as they are until its
+        next forward pass, so they leave now, overlapping the rest of the step."""
+        vec = self._buffer_vector()
+        self._buffers_equal = vec is None
+        if vec is not None:
+            self._buffers_in_flight = self.comm.broadcast(vec.pack() if self.ctx.rank == 0 else vec.flat, src=0,
+                                                          async_op=True)
 
     def zero_grad(self) -> None:
-        self.buckets.zero_and_bind()
+        if self.overlap is not None:
+            self.buckets.unbind()  # the hooks copy each fresh gradient in: no zeroing, no accumulation
+        else:
+            self.buckets.zero_and_bind()
+        self._waiting = None
+
+    def await_gradients(self) -> None:
+        """Wait for the all-reduces started during backward (the averaged gradients)."""
+        if self._waiting is not None:
+            for h in self._waiting:
+                h.wait()
+
+    def gradient_fault(self) -> str | None:
+        if self._waiting is not None:  # averaged already: what each bucket held when it left
+            return self.overlap.nonfinite
+        return super().gradient_fault()
 
     def step(self, s: StepContext) -> dict[str, float]:
-        world = self.ctx.world
+        world, extra = self.ctx.world, {}
         if world > 1:
-            handles = [self.comm.all_reduce(flat, async_op=True) for flat in self.buckets.flats]  # 2
-            for flat, h in zip(self.buckets.flats, handles):  # 3
-                h.wait()
-                flat.div_(world)
+            if self._waiting is not None:  # 2 happened during backward, on gradients divided by n
+                handles, extra = self._waiting, {"overlap/buckets_in_backward": float(self.overlap.in_backward)}
+                for h in handles:  # 3
+                    h.wait()
+            else:
+                self.buckets.gather()  # gradients a backward pass outside computing() left outside the buckets
+                handles = [self._launch(i) for i in range(len(self.buckets.flats))]  # 2, without overlap
+                for flat, h in zip(self.buckets.flats, handles):  # 3
+                    h.wait()
+                    flat.div_(world)
+            self._waiting = None
         self.set_lr(s.lr)
         self.optimizer.step()  # 4
-        return {}
+        return extra

@@ -45,7 +45,19 @@ Hyperparameters:
   compressor is seeded with its own seed (independent rounding in ``qsgd`` / ``terngrad``),
   except ``randomk``'s, whose receivers regenerate the sender's indices from the shared one.
 * ``broadcast_buffers`` (true): rank 0's buffers (BatchNorm statistics) before each forward
-  pass and evaluation, as ``allreduce_sgd`` and DDP do.
+  pass and evaluation, as ``allreduce_sgd`` and DDP do (one message).
+
+No overlap with backward (``allreduce_sgd``'s ``overlap_backward``), and why: compression
+here is a function of the whole gradient, so it cannot start on a bucket without changing
+the result.  ``topk``, ``dgc`` and ``randomk`` choose their ``k`` coordinates among all of
+them (per bucket, another ``k`` per bucket and other coordinates); the stochastic
+quantisers (``qsgd``, ``terngrad``) and ``randomk`` draw their random numbers in one
+sequence over the whole vector (per bucket, in another order); ``sign`` / ``onebit``
+scales and error feedback's residual are per block of the layout, which buckets would
+respect, but the message is one ``all_gather`` of one packed vector whose parts are sized
+by the whole gradient.  Only ``cast`` is elementwise throughout; its lossless form is
+``allreduce_sgd`` itself, which overlaps.  Compressing per bucket would be a different method
+(per-bucket ``k``, per-bucket scales), with its own parameters: not this one's.
 """
 
 from __future__ import annotations
@@ -97,6 +109,8 @@ class CompressedSGD(AllreduceSGD):  # shares allreduce_sgd's buffer broadcast; t
         Algorithm.setup(self, model)
         self.broadcast_initial_state(model)
         self.buckets = GradientBuckets(list(model.parameters()), float("inf"))  # 1: one flat buffer
+        self.overlap, self._waiting = None, None  # no overlap: see the docstring
+        self._init_buffer_sync()
         layout = [p.numel() for p, _ in self.buckets.views]
         probe = build(self.cfg.compressor, "algorithm.compressor", layout=layout)
         seed = self.ctx.seed if probe.shared_seed else self.ctx.seed * 7919 + 104729 * (self.ctx.rank + 1)

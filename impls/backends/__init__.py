@@ -47,7 +47,7 @@ BACKENDS: Registry = Registry("backend", "backend")
 class Clock:
     """Wall-clock time: ``now()`` in seconds, ``sleep(s)``, and ``compute()`` around the
     forward/backward pass (a simulated clock charges it to the host; the wall clock just
-    lets it run)."""
+    lets it run), with ``backward_point(fraction)`` marking progress through backward."""
 
     def now(self) -> float:
         return time.perf_counter()
@@ -59,6 +59,12 @@ class Clock:
     @contextmanager
     def compute(self, *what: Any) -> Iterator[None]:
         yield
+
+    def backward_point(self, fraction: float) -> None:
+        """Inside :meth:`compute`: the backward pass has computed ``fraction`` of the
+        gradient (counted in parameters), e.g. a bucket is complete and its all-reduce is
+        about to start.  The wall clock is already there; a simulated clock charges the
+        host up to that point of the step (:class:`impls.backends.sim.SimClock`)."""
 
     def wire_scale(self, model_bytes: int) -> float:
         """How many times its bytes a message of the algorithm weighs (1: as measured)."""

@@ -592,10 +592,20 @@ class SimClock(Clock):
     actor: a copy engine or another stream, not shared host speed), and the
     per-message overhead the backend charges the sender of every wire message
     (:meth:`charge_message`, a sleep: the transport's CPU thread, not the device's
-    compute).  The seconds are summed per kind for the step's ``time/<kind>_s``."""
+    compute).  The seconds are summed per kind for the step's ``time/<kind>_s``.
+
+    Overlap with backward: the step's compute is its forward pass, ``1 - backward_fraction``
+    of it, then its backward pass (:mod:`impls.sim.profiles`).  ``backward_point(f)``, called
+    inside ``compute`` where the real backward pass has produced the fraction ``f`` of the
+    gradient (a bucket complete, counted in parameters), charges the host up to
+    ``step_s x ((1 - backward_fraction) + backward_fraction x f)`` first, so whatever the
+    caller starts then (a bucket's all-reduce) starts at that simulated time, while the rest
+    of the step is charged when ``compute`` ends.  Without such calls the step is one charge,
+    as before."""
 
     def __init__(self, step_s: Callable[[Any], float], wire_scale: Callable[[int], float] = lambda b: 1.0,
-                 description: dict[str, Any] | None = None, opcost: Any = None):
+                 description: dict[str, Any] | None = None, opcost: Any = None,
+                 backward_fraction: float = 2 / 3):
         from ..sim.opcost import FREE, KINDS
 
         self._step_s, self._wire_scale = step_s, wire_scale
@@ -603,6 +613,8 @@ class SimClock(Clock):
         self.opcost = opcost if opcost is not None else FREE
         self._op_scale = 1.0  # the run's wire scale (set when the runtime asks for it)
         self._costs = dict.fromkeys(KINDS, 0.0)
+        self._backward_fraction = backward_fraction
+        self._open: list[float] | None = None  # [step seconds, seconds charged] while compute() runs
 
     def charge_op(self, kind: str, nbytes: float) -> None:
         s = self.opcost.seconds(kind, nbytes * self._op_scale)
@@ -675,9 +687,23 @@ class SimClock(Clock):
 
     @contextmanager
     def compute(self, *what: Any) -> Iterator[None]:
-        yield
         batch = what[1] if len(what) > 1 else None
-        self.charge(self._step_s(batch))
+        self._open = [self._step_s(batch), 0.0]  # one draw per step, as before (jitter)
+        try:
+            yield
+        finally:
+            step, charged = self._open
+            self._open = None
+        self.charge(step - charged)
+
+    def backward_point(self, fraction: float) -> None:
+        if self._open is None:
+            return
+        step, charged = self._open
+        at = step * ((1.0 - self._backward_fraction) + self._backward_fraction * min(max(fraction, 0.0), 1.0))
+        if at > charged:
+            self.charge(at - charged)
+            self._open[1] = at
 
     def wire_scale(self, model_bytes: int) -> float:
         self._op_scale = self._wire_scale(model_bytes)  # ops on the model's vectors weigh as its messages do

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import torch
@@ -67,3 +68,51 @@ def measure_compute(model: nn.Module, loss: Callable[[], torch.Tensor], repeats:
     for p in model.parameters():
         p.grad = None
     return sorted(times)[len(times) // 2]
+
+
+@dataclass
+class StepTimes:
+    """What :func:`train_step` measured (seconds of the run's clock) and returned."""
+
+    loss: torch.Tensor
+    compute_s: float
+    delay_s: float
+    t_sync: float  # the clock when communication was awaited (after compute and the delay)
+    skipped: bool
+    scale: float
+    extra: dict[str, float] = field(default_factory=dict)
+    bad_grad: str | None = None  # this rank's non-finite gradient ("name (nan)"), if checked and found
+
+
+def train_step(algo, model: nn.Module, loss_fn: Callable[[], torch.Tensor], s, clock, prec, straggler,
+               t0: float, check_grads: bool = True) -> StepTimes:
+    """One worker's training step, as every run takes it (the runtime's loop and the
+    ``ddp`` benchmark, :mod:`impls.bench`, run this one function):
+
+    1. ``algo.zero_grad()``; forward and backward inside ``algo.computing(s)`` (which may
+       synchronise buffers first, or start communicating during backward) and the clock's
+       ``compute`` (a simulated clock charges the step's compute there);
+    2. the straggler's delay (``straggler.delay(compute time)``, a sleep of the clock);
+    3. ``algo.await_gradients()``: communication started during backward is awaited before
+       anyone reads the gradients;
+    4. the precision check (fp16: unscale, agreed overflow skip); unless fp16 checked it
+       already, ``algo.gradient_fault()`` (``check_grads``): a NaN or infinite gradient of
+       this rank, which the runtime fails the run on before a compressor can turn it into
+       a sign; then ``algo.step(s)``.
+
+    ``t0``: the clock when the step began (the compute time is counted from it)."""
+    algo.zero_grad()
+    with algo.computing(s), clock.compute(model, s.batch):
+        with prec.autocast():
+            loss = loss_fn()
+        prec.backward(loss)
+    compute_s = clock.now() - t0
+    delay = straggler.delay(compute_s)
+    clock.sleep(delay)
+    t_sync = clock.now()
+    algo.await_gradients()
+    scale = prec.scale
+    skipped = prec.check(model.parameters())  # fp16: an overflow skips the step (agreed)
+    bad = None if skipped or prec.scaled or not check_grads else algo.gradient_fault()
+    extra = {} if skipped else algo.step(s)
+    return StepTimes(loss, compute_s, delay, t_sync, skipped, scale, extra, bad)

@@ -36,7 +36,7 @@ from ..runconfig import resolve
 from ..straggler import StragglerModel, straggler_config
 from ..protocol import ServeContext, StepContext
 from ..tasks import Task, build_task
-from .loop import batches, consensus_distance, measure_compute
+from .loop import batches, consensus_distance, measure_compute, train_step
 from .precision import LossScaleConfig, MixedPrecision
 from .steps import STEP_SCHEDULES
 
@@ -152,30 +152,18 @@ def _finite_params(model: torch.nn.Module) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
-@torch.no_grad()
-def _nonfinite_grad(model: torch.nn.Module) -> str | None:
-    """The first parameter whose gradient holds a NaN or an infinity, as ``"name (nan)"``;
-    None when every gradient is finite.
+def _arm_grad_fault(model: torch.nn.Module, value: float):
+    """The gradient fault of :data:`FAULT_ENV` (tests): the first parameter's gradient gets
+    ``value`` in its first entry as backward produces it (a tensor hook, so it enters the
+    buckets the way a real one would, overlapped or not); returns the hook's handle."""
+    p = next(p for p in model.parameters() if p.requires_grad)
 
-    One pass over the gradients and one host sync: a NaN or an infinity makes a sum
-    non-finite, so finite sums prove every entry finite (a sum can also overflow, rarely:
-    then the entries themselves are checked)."""
-    named = [(n, p.grad) for n, p in model.named_parameters() if p.grad is not None]
-    if not named or bool(torch.stack([g.sum().float() for _, g in named]).isfinite().all()):
-        return None
-    for n, g in named:
-        if not bool(g.isfinite().all()):
-            return f"{n} ({'nan' if bool(g.isnan().any()) else 'inf'})"
-    return None
+    def poison(g: torch.Tensor) -> torch.Tensor:
+        g = g.clone()
+        g.view(-1)[0] = value
+        return g
 
-
-@torch.no_grad()
-def _poison_grad(model: torch.nn.Module, value: float) -> None:
-    """The gradient fault of :data:`FAULT_ENV` (tests): the first gradient's first entry."""
-    for p in model.parameters():
-        if p.grad is not None:
-            p.grad.view(-1)[0] = value
-            return
+    return p.register_hook(poison)
 
 
 def _check_divergence(first_bad: str | None, backend: Backend) -> None:
@@ -444,23 +432,14 @@ def _run_loop(res, algo, model, task: Task, comm, wgroup, straggler, rank, world
             t0 = clock.now()
             s = StepContext(lr=res.schedule.lr(o.lr, world, epoch_f, wl.epochs), step=gstep, epoch=epoch_f,
                             batch=batch, closure=_closure(algo, model, task, batch, prec))
-            algo.zero_grad()
-            with algo.computing(s), clock.compute(model, batch):
-                with prec.autocast():
-                    loss = task.loss(model, batch)
-                prec.backward(loss)
-            if rank == fault_rank and gstep == fault_step and fault_grad is not None:
-                _poison_grad(model, fault_grad)
-            compute_s = clock.now() - t0
-            delay = straggler.delay(compute_s)
-            clock.sleep(delay)
-            t_sync = clock.now()
-            scale = prec.scale
-            skipped = prec.check(model.parameters())  # fp16: an overflow skips the step (agreed)
-            # a NaN or infinite gradient fails the run (below), before the algorithm can make a
-            # sign or a count of it; fp16's check above already found every finite step finite
-            bad_grad = None if skipped or prec.scaled or first_bad is not None else _nonfinite_grad(model)
-            extra = {} if skipped else algo.step(s)
+            armed = _arm_grad_fault(model, fault_grad) if rank == fault_rank and gstep == fault_step \
+                and fault_grad is not None else None
+            st = train_step(algo, model, lambda: task.loss(model, batch), s, clock, prec, straggler, t0,
+                            check_grads=first_bad is None)
+            if armed is not None:
+                armed.remove()
+            loss, compute_s, delay, t_sync, skipped, scale, extra, bad_grad = (
+                st.loss, st.compute_s, st.delay_s, st.t_sync, st.skipped, st.scale, st.extra, st.bad_grad)
             c = prec.counters(comm.pop_counters())
             costs = clock.pop_costs()  # simulated clocks: the op-cost model's seconds per kind
             now = clock.now()

@@ -30,7 +30,12 @@ what that math *costs* (``profile: {name: ...}``):
   parameters fitted on it (``platform.allreduce_efficiency``; the overlap of the
   all-reduce with the backward pass), shown with the rows they were fitted on by
   ``bench/sim_paper_rows``.  Chosen here: the node's 8 GPUs are one simulated host and
-  gradients travel in fp32.
+  gradients travel in fp32.  The
+  published AR rows were taken with DDP, which overlaps the all-reduce with the backward
+  pass, as ``allreduce_sgd``'s default (``overlap_backward``) does too: a simulated AR-SGD
+  hides the part of its all-reduce that fits behind the backward share of the step
+  (``backward_fraction``); ``bench/sim_paper_rows`` fits ``allreduce_efficiency`` with the
+  overlap off and on.
 * ``transformer_wmt16_v100x8`` - the big Transformer on WMT'16 En-De, one 8-V100 node.
   Model: about 210 M fp32 parameters (Ott et al. 2018, "Scaling Neural Machine
   Translation": the big model with a shared 32 K vocabulary) = 840 MB.  Compute from
@@ -57,6 +62,16 @@ as n grows, which a jitter-free simulation cannot show, and without it the simul
 of a synchronous method is the same at every seed (intervals over seeds are points).  No
 paper gives the number; 0.02-0.05 is typical of dedicated GPU nodes.  It is not in the
 calibration of the paper profiles (their ``step_ms`` is a mean).
+
+``backward_fraction`` (any profile, default 2/3): the share of a step's compute that is the
+backward pass (backward costs about twice the forward pass's FLOPs: Kaplan et al. 2020, Sec.
+2.1).  A method that starts communicating during backward (``allreduce_sgd`` with
+``overlap_backward``) starts bucket ``i`` once the backward pass has computed the share of the
+parameters in buckets ``0..i`` (:meth:`impls.backends.sim.SimClock.backward_point`): with a
+step of ``T`` and fraction ``b``, at ``T (1 - b) + T b x share``.  A real backward pass is not
+uniform per parameter (a convolution's weight gradient costs more per parameter than a
+classifier's), so this is the first-order model; the last bucket is complete at ``T`` either
+way.  The papers do not give it for their models (the default is the FLOP ratio).
 
 Under a paper profile every message of the algorithm is scaled by (profile model
 bytes / stand-in model bytes), so a compression ratio or a topology keeps its meaning:
@@ -102,6 +117,10 @@ PAPER = {
                                  "source": DEVICE["transformer_wmt16_v100x8"]["source"]},
 }
 KINDS = ("measured", "fixed", *PAPER)
+#: the backward pass's share of a step's compute: backward costs about twice the forward pass's
+#: FLOPs (a gradient with respect to both the inputs and the weights of every layer; Kaplan et
+#: al. 2020, "Scaling Laws for Neural Language Models", Sec. 2.1: 2N forward, 4N backward per token)
+BACKWARD_FRACTION = 2 / 3
 
 
 @dataclass
@@ -118,6 +137,7 @@ class ProfileConfig:
     stage_gbps: float | None = field(default=None, metadata={"gt": 0})
     compress_gbps: float | None = field(default=None, metadata={"gt": 0})
     msg_us: float | None = field(default=None, metadata={"min": 0})
+    backward_fraction: float = field(default=BACKWARD_FRACTION, metadata={"gt": 0, "max": 1})  # of a step's compute
 
     def validate(self, key: str) -> None:
         if self.name == "fixed" and self.step_ms is None:
@@ -176,7 +196,8 @@ class Profile:
         return 1.0 if self.cfg.model_mb is None else self.cfg.model_mb * 1e6 / model_bytes
 
     def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": "simulated (SimGrid)", "profile": self.cfg.name, "jitter": self.cfg.jitter}
+        d: dict[str, Any] = {"kind": "simulated (SimGrid)", "profile": self.cfg.name, "jitter": self.cfg.jitter,
+                             "backward_fraction": self.cfg.backward_fraction}
         if self.cfg.name == "measured":
             d.update(sample_us=self.sample_s * 1e6, calibration=self.calibration)
         else:

@@ -1,6 +1,7 @@
 # Benchmarks (pipeline targets writing CSV, never timed tests):
 #   snakemake --cores 2 bench
-# allreduce_vs_ddp.csv: allreduce_sgd step time / torch DDP step time, side by side in one launch.
+# allreduce_vs_ddp.csv: allreduce_sgd step time (through the runtime's step) / torch DDP's, and each over a
+#   no-communication baseline, interleaved in one launch per (model, nodes) (distrepro_wf/ddpbench.py).
 # max_ranks.csv: does the tiny workload run at N ranks on this machine, and how fast.
 # step_time_vs_allreduce.csv: each method's time per step / allreduce_sgd's, same experiment,
 #   nodes and straggler setting (from the experiments' runs, i.e. measured in one pipeline run).
@@ -29,13 +30,18 @@ rule bench:
         BENCH_TABLES,  # report.smk
 
 
+from distrepro_wf import ddpbench
+
+DDPBENCH_SPEC = ddpbench.bench_spec(config.get("benchmarks", {}).get("ddp_compare"))  # refused before any job
+
+
 rule bench_ddp:
     output:
         "results/bench/allreduce_vs_ddp.csv",
     log:
         "results/logs/bench/allreduce_vs_ddp.log",
     params:
-        spec=config.get("benchmarks", {}).get("ddp_compare", {}),
+        spec=DDPBENCH_SPEC,
     threads: 64  # everything there is (Snakemake scales it down to --cores)
     script:
         "../scripts/bench_ddp.py"

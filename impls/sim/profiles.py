@@ -29,6 +29,16 @@ what that math *costs* (``profile: {name: ...}``):
   papers, and chosen here: the node's 8 GPUs are one simulated host (intra-node
   all-reduce over NVLink is folded into the compute time), and gradients travel in
   fp32.
+* ``resnet50_v100x1`` - ResNet-50 on one single-V100 machine (the signSGD-MV cluster:
+  Bernstein et al., ICLR 2019, 15 AWS p3.2xlarge machines, one V100 16 GB each, network
+  "up to 10 Gbit/s": use ``ethernet_10g``).  Batch 128 per worker (the paper's code,
+  github.com/jiaweizzhao/signSGD-with-Majority-Vote README: ``-a resnet50 -b 128``).
+  Compute from NVIDIA's published single-GPU throughput, not fitted to any row of the
+  paper: ResNet-50 v1.5 FP32 training on 1x V100 16 GB, 367 img/s (NVIDIA
+  DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5 README, "DGX-1 16GB"
+  table), so ``step_ms`` = 128 / 367 s = 348.8.  Model as ``resnet50_v100x8``.  Not given:
+  the paper's fp32 or fp16 arithmetic and its data loading (the throughput is NVIDIA's
+  DALI pipeline); ResNet-50 v1 is ~5 % faster than the v1.5 the table is for.
 * ``transformer_wmt16_v100x8`` - the big Transformer on WMT'16 En-De, one 8-V100 node.
   Model: about 210 M fp32 parameters (Ott et al. 2018, "Scaling Neural Machine
   Translation": the big model with a shared 32 K vocabulary) = 840 MB.  Compute from
@@ -75,6 +85,9 @@ from ..errors import ConfigError
 PAPER = {
     "resnet50_v100x8": {"step_ms": 245.4, "model_mb": 102.228128,
                         "source": "SlowMo Table 2a AR-SGD (420 ms, 32 nodes, 10 GbE) minus the ring all-reduce"},
+    "resnet50_v100x1": {"step_ms": 348.8, "model_mb": 102.228128,
+                        "source": "NVIDIA DeepLearningExamples ResNet-50 v1.5, 1x V100 16 GB FP32: 367 img/s; "
+                                  "batch 128 (signSGD-MV's code)"},
     "transformer_wmt16_v100x8": {"step_ms": 374.3, "model_mb": 840.0,
                                  "source": "SlowMo Table 2b AR-Adam (1648 ms, 8 nodes, 10 GbE) minus the ring "
                                            "all-reduce"},

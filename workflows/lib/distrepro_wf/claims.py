@@ -46,8 +46,12 @@ A ``harness: true`` claim checks the harness itself and is shown on the harness 
 
 Each row also carries the estimate (``measured``: the geometric mean of the per-seed ratios, the
 mean difference, the mean value), the interval and its method, ``p_a_beats_b`` (the t posterior
-probability that a's metric is better than b's), ``wins`` (seeds where a beat b) and ``p_pass``
-(the same posterior's probability that the statistic lies in the pass region).
+probability that a's metric is better than b's), ``wins`` (seeds where a beat b), ``p_pass``
+(the same posterior's probability that the statistic lies in the pass region), and the seeds the
+setting is scored on (``scored_on_seeds``) beside those its hyperparameters were tuned on
+(``tuned_on_seeds``, from the claim; validated disjoint by :mod:`distrepro_wf.published`).
+A ``platform_sourced`` check that fails makes the setting "not comparable" with the reason
+"platform unknown: ..." (:mod:`distrepro_wf.mechanisms`).
 """
 
 from __future__ import annotations
@@ -217,7 +221,7 @@ COLUMNS = ["claim", "paper", "page", "experiment", "statement", "mechanism", "me
            "interval", "df", "p_a_beats_b", "wins", "p_pass", "seeds_a", "seeds_b", "pass_low", "pass_high",
            "control", "control_measured", "control_low", "control_high", "tta_measured", "tta_low", "tta_high",
            "tta_status", "published", "published_nodes", "gap", "expected", "published_note", "published_other",
-           "sources"]
+           "sources", "tuned_on_seeds", "scored_on_seeds"]
 #: speed claims stated per epoch are also judged on time to the target (MLPerf's measure), shown beside
 SECONDARY = {"time_per_epoch_s": "time_to_target_s"}
 
@@ -240,7 +244,8 @@ def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggl
            "tta_status": "", "published": pub.get("value"),
            "published_nodes": " ".join(map(str, pub.get("nodes", []))), "gap": math.nan,
            "expected": expect_text(c["expect"], c["compare"]), "published_note": pub.get("note", ""),
-           "published_other": pub.get("other", ""), "sources": " ".join(c["sources"])}
+           "published_other": pub.get("other", ""), "sources": " ".join(c["sources"]),
+           "tuned_on_seeds": " ".join(map(str, c.get("tuned_on_seeds") or ())), "scored_on_seeds": ""}
     row.update(kw)
     return row
 
@@ -339,8 +344,11 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
     table = runs.get(e, pd.DataFrame())
     out = []
     for nodes, straggler in settings:
+        scored = sorted({int(x) for side in ("a", "b") if side in c
+                         for x in _select(grid, c[side], nodes, straggler)["seed"]})
         where = {"setting": setting_text(config, e, nodes, straggler),
-                 "control": _control_text(c, config, nodes, straggler)}
+                 "control": _control_text(c, config, nodes, straggler),
+                 "scored_on_seeds": " ".join(map(str, scored))}
         iv, problems, notes, seeds = _stat(c, config, runs, failed, nodes, straggler, metric)
         paired = seeds.pop("paired")
         ctl = None
@@ -358,8 +366,8 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
         mech = mechanisms.check(c, config, table, nodes, straggler)
         if mech:
             ci = f" [{iv.low:.3g}, {iv.high:.3g}]" if iv.method else ""
-            out.append(_row(c, NOT_COMPARABLE, f"the setting cannot show the mechanism: {mech} (measured "
-                                               f"{iv.estimate:.3g}{ci}, not judged)", nodes, straggler,
+            why = "" if mech.startswith(mechanisms.PLATFORM_UNKNOWN) else "the setting cannot show the mechanism: "
+            out.append(_row(c, NOT_COMPARABLE, f"{why}{mech} (measured {iv.estimate:.3g}{ci}, not judged)", nodes, straggler,
                             **seeds, **where))
             continue
         a_n, b_n = seeds["seeds_a"], seeds["seeds_b"]

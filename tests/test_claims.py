@@ -807,6 +807,8 @@ def test_shipped_sgp_vs_dpsgd_claims_compare_like_for_like():
     assert {"check": "comm_share", "side": "both", "min": 0.1} in c["mechanism"]["requires"]
     o = claims["osgp_faster_than_dpsgd"]
     assert (o["a"]["method"], o["b"]["method"], o["experiment"]) == ("osgp", "dpsgd", "sgp_sim")
+    # a D-PSGD whose exchange never outlasts its compute cannot tell the two apart: refused, not judged
+    assert {"check": "comm_share", "side": "b", "min": 0.1} in o["mechanism"]["requires"]
     assert cfg["experiments"]["sgp_sim"]["methods"]["dpsgd"] == {}  # Lian et al.'s overlapped order
 
 
@@ -848,6 +850,9 @@ def test_a_platform_without_sources_makes_the_claim_platform_unknown(tmp_path):
     assert r["reason"].startswith("platform unknown: shared_hpc's nic_gbps = 10, rack_size = 8, uplink_gbps = 10, "
                                   "background_load = 0.5, burst_mb = 64 have no source; 4-8x needs uplinks <= 1 Gbit/s")
     assert "measured 0.6" in r["reason"]
+    shipped = yaml.safe_load((PUB / "claims.yaml").read_text())["claims"]
+    req = next(c for c in shipped if c["id"] == "adpsgd_epoch_4to8x_faster")["mechanism"]["requires"]
+    assert req[0]["check"] == "platform_sourced" and "256:1" in req[0]["needs"]
 
 
 def test_signum_mv_speed_claim_runs_on_its_papers_hardware():

@@ -42,6 +42,16 @@ bandwidth as a fraction of the ideal ring's (every all-reduce message weighs 1/i
 bytes); a fitted parameter of the published rows (``bench/sim_paper_rows``), not a preset
 value.
 
+Sources (:data:`SOURCES`, :func:`unsourced`): each preset's network numbers are marked with
+their published source or as unsourced (``None``, with why in a comment).  Unsourced today:
+every per-message latency (50 us on Ethernet is a typical TCP figure; at 102 MB messages it
+is < 1 % of a step, so :func:`unsourced` leaves it out unless asked), and every number of
+``shared_hpc`` (racks of 8, the 8:1 uplinks, 50 % background load, 64 MB bursts: the AD-PSGD
+paper names a network-sharing cluster but not its network), and ``fat_tree``'s links.  A claim
+judged on a platform with an unsourced bandwidth number is "not comparable: platform unknown"
+(:mod:`distrepro_wf.mechanisms` ``platform_sourced``).  A value overridden in the config has no
+recorded source either (``star``'s are yours to answer for: both must be given).
+
 Choose one with ``platform: {name: ethernet_10g}`` (``backend: simgrid``); more hosts
 than ``max_hosts`` is refused before any job runs.  ``max_hosts`` may be raised up to
 :data:`MAX_SIM_HOSTS` (1024; ``fat_tree``: its 256), what one simulation process can host:
@@ -78,6 +88,19 @@ PRESETS: dict[str, dict[str, Any]] = {
     "star": {"nic_gbps": None, "latency_us": None, "max_hosts": 256},
 }
 _RACK_KEYS = ("rack_size", "uplink_gbps", "background_load", "burst_mb")
+#: each preset's network numbers: their published source, or None (unsourced; why in the comment)
+SOURCES: dict[str, dict[str, str | None]] = {
+    "ethernet_10g": {"nic_gbps": "SGP (Assran+ 2019) Sec. 6 and SlowMo (Wang+ 2020) Sec. 5: 10 Gbit/s Ethernet",
+                     "latency_us": None},  # a typical TCP figure, no paper's
+    "infiniband_100g": {"nic_gbps": "SGP (Assran+ 2019) Sec. 6: 100 Gbit/s InfiniBand", "latency_us": None},
+    # AD-PSGD (Lian+ 2018) says "network-sharing HPC cluster", nothing of its racks, uplinks or load
+    "shared_hpc": {"nic_gbps": None, "latency_us": None, "rack_size": None, "uplink_gbps": None,
+                   "background_load": None, "burst_mb": None},
+    "fat_tree": {"nic_gbps": None, "latency_us": None},  # a generic full-bisection fabric
+    "star": {"nic_gbps": "given in the config", "latency_us": "given in the config"},
+}
+#: numbers that shape bandwidth (and so decide a speed claim); latency is minor for large messages
+BANDWIDTH_KEYS = ("nic_gbps", "rack_size", "uplink_gbps", "background_load", "burst_mb")
 #: the most ranks (workers and servers) one simulation hosts: see the module docstring
 MAX_SIM_HOSTS = 1024
 FAT_TREE_HOSTS = 256  # FatTreeParams(2, [16, 16], ...): 16 leaf switches of 16 hosts
@@ -113,6 +136,21 @@ class PlatformConfig:
         for k in _RACK_KEYS:
             if k not in preset and getattr(self, k) is not None:
                 raise ConfigError(f"{key}.{k}", f"only platform 'shared_hpc' has {k!r}, not {self.name!r}")
+
+
+def unsourced(cfg: PlatformConfig, keys: tuple[str, ...] = BANDWIDTH_KEYS) -> list[str]:
+    """The numbers among ``keys`` of a validated platform that have no published source: the
+    preset's unsourced ones, and any overridden away from its preset (no source recorded),
+    except on ``star``, whose numbers the config gives."""
+    preset, src = PRESETS[cfg.name], SOURCES[cfg.name]
+    out = []
+    for k in keys:
+        if k not in preset:
+            continue
+        overridden = cfg.name != "star" and getattr(cfg, k) != preset[k]
+        if overridden or not src.get(k):
+            out.append(k)
+    return out
 
 
 def platform_config(spec: Any, key: str = "platform") -> PlatformConfig:

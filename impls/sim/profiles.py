@@ -36,6 +36,16 @@ what that math *costs* (``profile: {name: ...}``):
   hides the part of its all-reduce that fits behind the backward share of the step
   (``backward_fraction``); ``bench/sim_paper_rows`` fits ``allreduce_efficiency`` with the
   overlap off and on.
+* ``resnet50_v100x1`` - ResNet-50 on one single-V100 machine (the signSGD-MV cluster:
+  Bernstein et al., ICLR 2019, 15 AWS p3.2xlarge machines, one V100 16 GB each, network
+  "up to 10 Gbit/s": use ``ethernet_10g``).  Batch 128 per worker (the paper's code,
+  github.com/jiaweizzhao/signSGD-with-Majority-Vote README: ``-a resnet50 -b 128``).
+  Compute from NVIDIA's published single-GPU throughput, not fitted to any row of the
+  paper: ResNet-50 v1.5 FP32 training on 1x V100 16 GB, 367 img/s (NVIDIA
+  DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5 README, "DGX-1 16GB"
+  table), so ``step_ms`` = 128 / 367 s = 348.8.  Model as ``resnet50_v100x8``.  Not given:
+  the paper's fp32 or fp16 arithmetic and its data loading (the throughput is NVIDIA's
+  DALI pipeline); ResNet-50 v1 is ~5 % faster than the v1.5 the table is for.
 * ``transformer_wmt16_v100x8`` - the big Transformer on WMT'16 En-De, one 8-V100 node.
   Model: about 210 M fp32 parameters (Ott et al. 2018, "Scaling Neural Machine
   Translation": the big model with a shared 32 K vocabulary) = 840 MB.  Compute from
@@ -109,12 +119,17 @@ DEVICE = {
                                  "source": "NVIDIA DeepLearningExamples PyTorch Transformer README: DGX-1 8x V100 "
                                            "16GB, mixed precision, 214,656 tokens/s; 8 x 5120 tokens per node step "
                                            "(assumed)"},
+    "resnet50_v100x1": {"per_step": 128, "throughput": 367.0, "unit": "images",
+                        "source": "NVIDIA DeepLearningExamples PyTorch ResNet-50 v1.5 README: 1x V100 16GB, FP32, "
+                                  "367 images/s; batch 128 per machine (signSGD-MV's code)"},
 }
 PAPER = {
     "resnet50_v100x8": {"step_ms": round(1e3 * 256 / 2855.0, 4), "model_mb": 102.228128,
                         "source": DEVICE["resnet50_v100x8"]["source"]},
     "transformer_wmt16_v100x8": {"step_ms": round(1e3 * 40960 / 214656.0, 4), "model_mb": 840.0,
                                  "source": DEVICE["transformer_wmt16_v100x8"]["source"]},
+    "resnet50_v100x1": {"step_ms": round(1e3 * 128 / 367.0, 4), "model_mb": 102.228128,
+                        "source": DEVICE["resnet50_v100x1"]["source"]},
 }
 KINDS = ("measured", "fixed", *PAPER)
 #: the backward pass's share of a step's compute: backward costs about twice the forward pass's

@@ -56,8 +56,12 @@ A ``harness: true`` claim checks the harness itself and is shown on the harness 
 
 Each row also carries the estimate (``measured``: the geometric mean of the per-seed ratios, the
 mean difference, the mean value), the interval and its method, ``p_a_beats_b`` (the t posterior
-probability that a's metric is better than b's), ``wins`` (seeds where a beat b) and ``p_pass``
-(the same posterior's probability that the statistic lies in the pass region).
+probability that a's metric is better than b's), ``wins`` (seeds where a beat b), ``p_pass``
+(the same posterior's probability that the statistic lies in the pass region), and the seeds the
+setting is scored on (``scored_on_seeds``) beside those its hyperparameters were tuned on
+(``tuned_on_seeds``, from the claim; validated disjoint by :mod:`distrepro_wf.published`).
+A ``platform_sourced`` check that fails makes the setting "not comparable" with the reason
+"platform unknown: ..." (:mod:`distrepro_wf.mechanisms`).
 """
 
 from __future__ import annotations
@@ -230,7 +234,7 @@ COLUMNS = ["claim", "paper", "page", "experiment", "statement", "mechanism", "me
            "tta_status", "tta_reached_a", "tta_runs_a", "tta_reached_b", "tta_runs_b", "tta_median_a",
            "tta_median_a_low", "tta_median_a_high", "tta_median_b", "tta_median_b_low", "tta_median_b_high",
            "tta_logrank_p", "published", "published_nodes", "gap", "expected", "published_note", "published_other",
-           "sources"]
+           "sources", "tuned_on_seeds", "scored_on_seeds"]
 #: the censored time-to-target columns (:func:`censored_fields`), NaN / 0 where not judged
 TTA_KM = {"tta_reached_a": 0, "tta_runs_a": 0, "tta_reached_b": 0, "tta_runs_b": 0, "tta_median_a": math.nan,
           "tta_median_a_low": math.nan, "tta_median_a_high": math.nan, "tta_median_b": math.nan,
@@ -261,7 +265,8 @@ def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggl
            "tta_status": "", **TTA_KM, "published": pub.get("value"),
            "published_nodes": " ".join(map(str, pub.get("nodes", []))), "gap": math.nan,
            "expected": expect_text(c["expect"], c["compare"]), "published_note": pub.get("note", ""),
-           "published_other": pub.get("other", ""), "sources": " ".join(c["sources"])}
+           "published_other": pub.get("other", ""), "sources": " ".join(c["sources"]),
+           "tuned_on_seeds": " ".join(map(str, c.get("tuned_on_seeds") or ())), "scored_on_seeds": ""}
     row.update(kw)
     return row
 
@@ -360,8 +365,11 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
     table = runs.get(e, pd.DataFrame())
     out = []
     for nodes, straggler in settings:
+        scored = sorted({int(x) for side in ("a", "b") if side in c
+                         for x in _select(grid, c[side], nodes, straggler)["seed"]})
         where = {"setting": setting_text(config, e, nodes, straggler),
-                 "control": _control_text(c, config, nodes, straggler)}
+                 "control": _control_text(c, config, nodes, straggler),
+                 "scored_on_seeds": " ".join(map(str, scored))}
         if c["metric"] in CENSORED and c["compare"] == "ratio":
             out.append(_censored_row(c, config, runs, failed, table, nodes, straggler, where))
             continue
@@ -382,8 +390,8 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
         mech = mechanisms.check(c, config, table, nodes, straggler)
         if mech:
             ci = f" [{iv.low:.3g}, {iv.high:.3g}]" if iv.method else ""
-            out.append(_row(c, NOT_COMPARABLE, f"the setting cannot show the mechanism: {mech} (measured "
-                                               f"{iv.estimate:.3g}{ci}, not judged)", nodes, straggler,
+            why = "" if mech.startswith(mechanisms.PLATFORM_UNKNOWN) else "the setting cannot show the mechanism: "
+            out.append(_row(c, NOT_COMPARABLE, f"{why}{mech} (measured {iv.estimate:.3g}{ci}, not judged)", nodes, straggler,
                             **seeds, **where))
             continue
         a_n, b_n = seeds["seeds_a"], seeds["seeds_b"]

@@ -8,7 +8,11 @@ numbers say: a speed-up measured where the network is a rounding error of the st
 network effect (issue 10 found exactly that on the old emulated network).
 
 The checks (``mechanism.requires``, each ``{check: <name>, ...}``), read from the completed runs
-of the claim's side at the setting (``side``: ``a`` or ``b``) and the resolved run config:
+of the claim's side at the setting (``side``: ``a``, ``b`` or ``both``) and the resolved run config.
+``side: both`` gates the two sides of a comparison alike (like for like): e.g. "SGP is faster than
+D-PSGD because D-PSGD exchanges with two neighbours" says nothing when our D-PSGD hides its
+exchange behind its compute and SGP does not; ``comm_share`` on both sides refuses that setting
+and names the side that fails:
 
 ``network``
     The communication crosses a network: the simulated platform, or real ranks on more than
@@ -31,6 +35,12 @@ of the claim's side at the setting (``side``: ``a`` or ``b``) and the resolved r
 ``label_skew`` (``side``)
     The side's data is partitioned by label (each worker sees a few classes), the setting where
     D^2 differs from D-PSGD.
+``platform_sourced`` (``needs``: what the published effect would need, in words)
+    Every parameter of the simulated platform that shapes its bandwidth has a published source
+    (:func:`impls.sim.platforms.unsourced`).  A platform built on guesses cannot decide a claim
+    about the paper's cluster: "platform unknown: shared_hpc's uplink_gbps = 10, background_load
+    = 0.5, burst_mb = 64 have no source", followed by ``needs`` (the values that would give the
+    published effect, from a sweep recorded beside the claim).
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ import pandas as pd
 from .config import Run, is_simulated, run_config
 
 CHECKS: dict[str, Callable[..., str]] = {}
+#: how a reason of the ``platform_sourced`` check begins (the claims table shows it as the reason)
+PLATFORM_UNKNOWN = "platform unknown"
 
 
 def _check(name: str) -> Callable:
@@ -132,6 +144,21 @@ def _background(s: "Setting", **_: Any) -> str:
     return ""
 
 
+@_check("platform_sourced")
+def _platform_sourced(s: "Setting", needs: str = "", **_: Any) -> str:
+    raw = _raw(s.config, s.experiment, s.sel("a")["method"], s.nodes, s.straggler)
+    if not is_simulated(raw):
+        return ""
+    from impls.sim.platforms import platform_config, unsourced
+
+    cfg = platform_config(raw["platform"])
+    missing = unsourced(cfg)
+    if not missing:
+        return ""
+    return (f"{PLATFORM_UNKNOWN}: {cfg.name}'s " + ", ".join(f"{k} = {getattr(cfg, k):g}" for k in missing)
+            + f" {'has' if len(missing) == 1 else 'have'} no source" + (f"; {needs}" if needs else ""))
+
+
 @_check("label_skew")
 def _labels(s: "Setting", side: str, **_: Any) -> str:
     sel = s.sel(side)
@@ -161,6 +188,9 @@ class Setting:
 def check(claim: dict[str, Any], config: dict[str, Any], table: pd.DataFrame, nodes: int, straggler: str) -> str:
     """'' when the setting exercises the claim's mechanism, else every failed check's reason."""
     s = Setting(claim, config, table, nodes, straggler)
-    reasons = [CHECKS[r["check"]](s, **{k: v for k, v in r.items() if k != "check"})
-               for r in (claim.get("mechanism") or {}).get("requires", [])]
+    reasons = []
+    for r in (claim.get("mechanism") or {}).get("requires", []):
+        args = {k: v for k, v in r.items() if k != "check"}
+        for side in (("a", "b") if args.get("side") == "both" else (args.get("side"),)):
+            reasons.append(CHECKS[r["check"]](s, **{**args, **({"side": side} if side else {})}))
     return "; ".join(r for r in reasons if r)

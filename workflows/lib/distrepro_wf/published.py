@@ -32,7 +32,8 @@ Validation rules (what is an error, what is only "not comparable"):
   (``impls.algorithms``).  Any other name is an error (a typo).  Likewise a straggler setting
   not in this config's ``stragglers`` but in the shipped config's makes it "not comparable";
   one in neither is an error.  ``requires.workload`` names the published setting: a config
-  without it makes an absolute claim "not comparable".
+  without it makes an absolute claim "not comparable".  A claim's ``tuned_on_seeds`` (the seeds
+  its hyperparameters were chosen on) sharing a seed with the seeds a side runs is an error.
 * Claim of an experiment that is not in the config but in another known config file (the
   default run lacks config/translation.yaml's): its method and straggler names are not
   checked; the claim is "not comparable (experiment not in config)" and
@@ -208,9 +209,10 @@ def _check_shape(c: dict[str, Any], where: str) -> None:
                                               "control: {experiment: ..., straggler: ..., nodes: ...}")
     for r in (c.get("mechanism") or {}).get("requires", []):
         if r["check"] in ("comm_share", "compute_share") and ("side" not in r or "min" not in r):
-            raise ConfigError(f"{where}.mechanism.requires", f"check {r['check']!r} needs side (a or b) and min")
-        if r.get("side") == "b" and not c.get("b"):
-            raise ConfigError(f"{where}.mechanism.requires", f"check {r['check']!r} names side b; the claim has one side")
+            raise ConfigError(f"{where}.mechanism.requires", f"check {r['check']!r} needs side (a, b or both) and min")
+        if r.get("side") in ("b", "both") and not c.get("b"):
+            raise ConfigError(f"{where}.mechanism.requires",
+                              f"check {r['check']!r} names side {r['side']}; the claim has one side")
     if cmp in ("ratio", "ratio_vs_control", "difference") and not c.get("b"):
         raise ConfigError(f"{where}.b", f"compare {cmp!r} needs the second side b: {{method: ...}}")
     if cmp in ("value", "absolute") and "b" in c:
@@ -405,6 +407,29 @@ def _check_names(c: dict[str, Any], where: str, config: dict[str, Any], known: _
     return reason
 
 
+def _check_tuning_seeds(c: dict[str, Any], where: str, config: dict[str, Any]) -> None:
+    """``tuned_on_seeds`` must be disjoint from every seed a side of the claim runs in ``config``:
+    hyperparameters chosen on the scored seeds flatter the method they were tuned for."""
+    tuned = set(c.get("tuned_on_seeds") or ())
+    if not tuned:
+        return
+    from .config import expand
+
+    runs = expand(config, [c["experiment"]])
+    for side in ("a", "b"):
+        sel = c.get(side)
+        if not sel:
+            continue
+        scored = {r.seed for r in runs if r.method == sel["method"]
+                  and ("nodes" not in sel or r.nodes == sel["nodes"])}
+        both = sorted(tuned & scored)
+        if both:
+            raise ConfigError(f"{where}.tuned_on_seeds",
+                              f"seed(s) {', '.join(map(str, both))} tuned the hyperparameters and are scored too "
+                              f"({sel['method']} runs seeds {', '.join(map(str, sorted(scored)))} in experiment "
+                              f"{c['experiment']!r}); tune on other seeds, or score on others")
+
+
 def _check_straggler(st: str, key: str, stragglers: list[str], known: _KnownNames) -> str:
     if st not in known.stragglers():
         raise ConfigError(key, f"unknown straggler setting {st!r}; known: {', '.join(stragglers)}")
@@ -455,6 +480,8 @@ def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR, config_dir: Pa
         reason = _check_names(c, where, config, known)
         if reason:
             not_configured[c["id"]] = reason
+        else:
+            _check_tuning_seeds(c, where, config)
         # requires.workload names the published setting; a config without that workload makes an
         # absolute claim "not comparable", never an error.
     warnings = [f"claim(s) {', '.join(dict.fromkeys(cids))} name experiment(s) defined only in "

@@ -173,8 +173,8 @@ def loss_vs_epoch(ep: pd.DataFrame, path: Path, config: dict[str, Any] | None = 
     s0 = _stragglers(ep)[0]
     sub = ep[ep["straggler"] == s0]
     key, label, scale, factor = _quality(ep)
-    has_loss = "loss/train" in sub and sub["loss/train"].notna().any()
-    has_quality = key in sub and sub[key].notna().any()
+    has_loss = bool("loss/train" in sub and sub["loss/train"].notna().any())
+    has_quality = bool(key in sub and sub[key].notna().any())
     if not has_loss and not has_quality:
         return _empty(path, "loss vs epoch", f"no training loss or {label} was logged")
     panels = ["loss"] * has_loss + ["quality"] * has_quality
@@ -404,6 +404,16 @@ def _mean_ci(v: pd.Series) -> tuple[float, float, float]:
     return float(v.mean()), lo, hi
 
 
+def bytes_column(runs: pd.DataFrame, col: str) -> tuple[str, str]:
+    """(column, what its bytes are) for bytes column ``col`` of runs.csv: where a paper timing profile
+    made the simulated network carry the paper model's bytes (``model_mb``), the bytes at that
+    size (``<col>_model``), so that bytes and times are of the same model; else the stand-in's."""
+    if "model_mb" in runs and runs["model_mb"].notna().any() and f"{col}_model" in runs:
+        mbs = sorted({float(v) for v in runs["model_mb"].dropna()})
+        return f"{col}_model", f"at the profile's model size ({', '.join(f'{m:g}' for m in mbs)} MB), as the times"
+    return col, "of the stand-in model"
+
+
 def to_target(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
     """Time and bytes to the workload's target accuracy, mean and 95% t interval over seeds."""
     if runs.empty or "time_to_target_s" not in runs:
@@ -411,8 +421,9 @@ def to_target(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = No
     s0 = _stragglers(runs)[0]
     sub = runs[runs["straggler"] == s0]
     fig, axes = _plt().subplots(1, 2, figsize=(10, 3.6))
+    bcol, blabel = bytes_column(runs, "bytes_to_target")
     for ax, col, ylabel in ((axes[0], "time_to_target_s", f"{_time_word(runs)} to target (s)"),
-                            (axes[1], "bytes_to_target", "bytes sent per rank to target")):
+                            (axes[1], bcol, f"bytes sent per rank to target\n{blabel}")):
         labels, means, errs, notes, colours = [], [], [[], []], [], []
         for (m, n), g in sub.groupby(["method", "nodes"]):
             mean, lo, hi = _mean_ci(g[col]) if col in g else (np.nan, np.nan, np.nan)

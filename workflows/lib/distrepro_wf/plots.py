@@ -579,17 +579,15 @@ def read_tables(tables_dir: Path) -> dict[str, pd.DataFrame]:
     curves = pd.read_csv(evals) if evals.exists() else epochs
     if curves.empty:
         curves = epochs
-    keys = ["experiment", "method", "nodes", "straggler", "seed"]
-    if curves is not epochs and not epochs.empty and set(keys + ["step"]) <= set(epochs) | set(curves):
-        # evals.csv holds the evaluations; the training loss (logged per epoch) and the runs'
-        # time kind come from epochs.csv, at the epochs' ends (the same step in both)
-        extra = [c for c in ("loss/train", "time_kind") if c in epochs and c not in curves]
-        if extra and set(keys + ["step"]) <= set(curves):
-            curves = curves.merge(epochs[keys + ["step"] + extra], on=keys + ["step"], how="left")
-            if "time_kind" in extra:  # the evaluation points inside an epoch: the run's kind
-                kinds = epochs[keys + ["time_kind"]].drop_duplicates(keys)
-                curves = curves.drop(columns="time_kind").merge(kinds, on=keys, how="left")
     runs = pd.read_csv(d / "runs.csv") if (d / "runs.csv").exists() else pd.DataFrame()
+    keys = ["experiment", "method", "nodes", "straggler", "seed"]
+    # evals.csv holds the evaluations only: the training loss (logged per epoch) comes from
+    # epochs.csv at the epochs' ends (the same step in both), each run's time kind from runs.csv
+    if (curves is not epochs and "loss/train" in epochs and "loss/train" not in curves
+            and set(keys + ["step"]) <= set(epochs) & set(curves)):
+        curves = curves.merge(epochs[keys + ["step", "loss/train"]], on=keys + ["step"], how="left")
+    if "time_kind" in runs and "time_kind" not in curves and set(keys) <= set(runs) & set(curves):
+        curves = curves.merge(runs[keys + ["time_kind"]].drop_duplicates(keys), on=keys, how="left")
     st = d / "staleness.csv"
     staleness_ = pd.read_csv(st) if st.exists() and st.stat().st_size > 1 else pd.DataFrame()
     return {"epochs": epochs, "curves": curves, "runs": runs, "staleness": staleness_}

@@ -369,8 +369,9 @@ def test_collective_wait_counts_only_steps_no_rank_ended_before_the_last_arrived
         return {"kind": "step", "epoch": 0, "step": s, "rank": rank, "time/wall_s": wall, "time/sync_s": sync}
 
     recs = [step(0, 1, 1.5, 0.5), step(1, 1, 1.5, 0.25), step(0, 2, 2.0, 0.25), step(1, 2, 3.0, 0.5)]
-    w = collective_wait(recs, simulated=True)
+    w = collective_wait(recs, simulated=True, algorithm="allreduce_sgd")
     assert w.to_dict("records") == [{"epoch": 0, "time/collective_wait_s_mean": 0.125}]
+    assert collective_wait(recs, simulated=True, algorithm="sgp").empty  # gossip: waits for its peers only
     t = pd.DataFrame({"time/compute_s_mean": [1.0], "time/sync_s_mean": [0.75], "time/straggler_delay_s_mean": [0.5],
                       "time/collective_wait_s_mean": [0.125]})
     bd = breakdown(t, 3.0)

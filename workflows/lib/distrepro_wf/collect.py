@@ -195,7 +195,7 @@ def read_run(run_dir: Path, ident: dict | None = None) -> tuple[dict, RunTables]
             "hosts": len({r.get("host") for r in prov["ranks"]}) if prov.get("ranks") else None,
             **model_size(prov, runinfo)}
     spe = int(runinfo["steps_per_epoch"])
-    wait = collective_wait(records, simulated=where["time_kind"] == "simulated")
+    wait = collective_wait(records, simulated=where["time_kind"] == "simulated", algorithm=cfg["algorithm"]["name"])
     if len(wait):
         table = table.merge(wait, on="epoch", how="left")
     evals = evaluation_series(records, spe, (cfg["workload"].get("eval_ranks") or "all"))
@@ -278,18 +278,27 @@ def model_size(prov: dict, runinfo: dict) -> dict:
 GATE_TOL_S = {"simulated": 1e-9, "wall clock": 1e-3}
 
 
-def collective_wait(records: list[dict], simulated: bool) -> pd.DataFrame:
+#: algorithms whose every step ends in a collective over all workers (an all-reduce or all-gather,
+#: a synchronous parameter-server round): a fast worker waits there for the last one.  Gossip
+#: (sgp, osgp, dpsgd, d2: a rank waits for its in-peers only, and for their messages' transfer),
+#: asynchronous and barrier-free methods are not: their waits stay communication.
+SYNC_COLLECTIVE_ALGORITHMS = frozenset({"allreduce_sgd", "compressed_sgd", "ef_blocksgdm", "signum_mv", "svrg",
+                                        "ps_sync"})
+
+
+def collective_wait(records: list[dict], simulated: bool, algorithm: str = "allreduce_sgd") -> pd.DataFrame:
     """Each epoch's straggler wait inside synchronous collectives, per worker rank (the mean over
     ranks of its sum over the epoch's steps): ``epoch``, ``time/collective_wait_s_mean``.
 
     Definition.  A rank *arrives* at its step's communication when its compute (and any injected
-    straggler delay) ends: ``time/wall_s - time/sync_s`` of its step record.  A step is
-    *synchronous* when no rank ended it before the last rank arrived (``min end >= max
-    arrival``, :data:`GATE_TOL_S`): an all-reduce, a parameter server's synchronous round, any
-    collective over every worker.  In such a step rank r's wait for the others is
+    straggler delay) ends: ``time/wall_s - time/sync_s`` of its step record.  For an algorithm
+    whose step ends in a collective over every worker (:data:`SYNC_COLLECTIVE_ALGORITHMS`) the
+    collective cannot finish before the last rank arrives, so rank r's wait for the others is
     ``max_j arrival_j - arrival_r`` (at most its own ``time/sync_s``): straggler wait, not
-    communication.  Steps where some rank ended before the last arrived (gossip with a few
-    peers, barrier-free methods) count nothing: their ranks did not wait for all.
+    communication.  A step where some rank ended before the last one arrived (``min end <
+    max arrival``, beyond :data:`GATE_TOL_S`) contradicts that and counts nothing.  Other
+    algorithms count nothing: a gossip rank waits for its in-peers only, and mostly for their
+    messages' transfer, which is communication.
 
     Clocks: exact on the simulated platform (one clock); real ranks of one host read the same
     monotonic clock, each from its own start (taken right after a collective, so the starts agree
@@ -300,7 +309,7 @@ def collective_wait(records: list[dict], simulated: bool) -> pd.DataFrame:
              float(r["time/wall_s"]), float(r["time/sync_s"]))
             for r in records if r["kind"] == "step" and r.get("time/sync_s") is not None
             and r.get("time/wall_s") is not None]
-    if not rows:
+    if not rows or algorithm not in SYNC_COLLECTIVE_ALGORITHMS:
         return pd.DataFrame(columns=["epoch", "time/collective_wait_s_mean"])
     st = pd.DataFrame(rows, columns=["epoch", "step", "rank", "arrive", "end", "sync"])
     ranks = st["rank"].nunique()

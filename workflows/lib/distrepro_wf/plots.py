@@ -410,7 +410,7 @@ def bytes_column(runs: pd.DataFrame, col: str) -> tuple[str, str]:
     size (``<col>_model``), so that bytes and times are of the same model; else the stand-in's."""
     if "model_mb" in runs and runs["model_mb"].notna().any() and f"{col}_model" in runs:
         mbs = sorted({float(v) for v in runs["model_mb"].dropna()})
-        return f"{col}_model", f"at the profile's model size ({', '.join(f'{m:g}' for m in mbs)} MB), as the times"
+        return f"{col}_model", f"at the profile's {', '.join(f'{m:.3g}' for m in mbs)} MB model, as the times"
     return col, "of the stand-in model"
 
 
@@ -423,7 +423,7 @@ def to_target(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = No
     fig, axes = _plt().subplots(1, 2, figsize=(10, 3.6))
     bcol, blabel = bytes_column(runs, "bytes_to_target")
     for ax, col, ylabel in ((axes[0], "time_to_target_s", f"{_time_word(runs)} to target (s)"),
-                            (axes[1], bcol, f"bytes sent per rank to target\n{blabel}")):
+                            (axes[1], bcol, f"bytes sent per rank to target\n({blabel})")):
         labels, means, errs, notes, colours = [], [], [[], []], [], []
         for (m, n), g in sub.groupby(["method", "nodes"]):
             mean, lo, hi = _mean_ci(g[col]) if col in g else (np.nan, np.nan, np.nan)
@@ -444,7 +444,7 @@ def to_target(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = No
     has = "target_value" in runs and runs["target_value"].notna().any()
     target = f"{runs['target_metric'].dropna().iloc[0]} {runs['target_value'].dropna().iloc[0]:g}" if has else "none"
     fig.suptitle(f"target {target}; straggler setting {s0}; bars: mean over seeds, whiskers: 95% t interval",
-                 fontsize=9)
+                 fontsize=9, y=1.02)
     _save(fig, path)
 
 

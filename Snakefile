@@ -4,6 +4,7 @@
 #   snakemake --cores 2                      default reproduction (tiny stand-ins)
 #   snakemake --cores 2 --configfile F.yaml  another grid (config/full/*.yaml for a cluster)
 #   snakemake --cores 2 bench                benchmarks -> results/bench/*.csv
+#   snakemake --cores 2 studies              every study config (config/*.yaml) into one report (~1 h)
 #   snakemake --profile workflows/profiles/slurm   real scale on Slurm
 #   snakemake --report report.html           Snakemake's own report of the same figures
 import sys
@@ -49,6 +50,7 @@ localrules:
     report,
     bench,
     bench_step_time,
+    studies,
 
 
 rule all:

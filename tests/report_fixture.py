@@ -128,14 +128,15 @@ def _contract_run_columns(row: dict[str, Any], t: pd.DataFrame, exp: dict[str, A
 
 def _evals(ep: pd.DataFrame) -> pd.DataFrame:
     """evals.csv of a run: two evaluation points per epoch (mid-epoch and end), as collect writes
-    when the runtime evaluates more often than once per epoch."""
+    when the runtime evaluates more often than once per epoch: the evaluation metrics only
+    (collect.SERIES_COLS and catalogue.EVAL_KEYS; no training loss, no time kind)."""
     rows = []
     for _, r in ep.iterrows():
         for half in (0.5, 1.0):
             rows.append({k: r[k] for k in KEYS} | {
                 "step": int((r["epoch"] + half) * 10) - 1, "epoch_f": r["epoch"] + half,
                 "time/wall_s": r["time/wall_s"] - (1 - half) * r["time/epoch_s"],
-                "acc/val": r["acc/val"] - (1 - half) * 0.05, "loss/train": r["loss/train"] * (1.2 - 0.2 * half)})
+                "acc/val": r["acc/val"] - (1 - half) * 0.05})
     return pd.DataFrame(rows)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -70,8 +71,11 @@ def test_shipped_claims_name_known_metrics_and_sources():
     assert {"sgp_epoch_faster_than_ar", "sgp_top1_within_1p2_of_ar", "adpsgd_epoch_4to8x_faster",
             "signum_mv_32x_fewer_bytes", "signum_mv_byzantine_3of7", "efsgdm_top1_like_full_precision",
             "d2_beats_dpsgd_labels"} <= ids
-    # experiments not configured yet are "not comparable", not errors
-    assert pub.not_configured["katyusha_x_lower_loss_than_svrg"] == "experiment 'katyusha_x' not in config"
+    # experiments of another config file are "not comparable", not errors; the reason names the file and
+    # the command that produces the claim's rows (issue 24)
+    assert pub.not_configured["katyusha_x_lower_loss_than_svrg"] == (
+        "experiment 'katyusha_x' is not in this run's config; it is defined in config/katyusha_x.yaml: "
+        "run `snakemake --cores 2 --configfile config/katyusha_x.yaml`")
     assert "d2_beats_dpsgd_labels" not in pub.not_configured  # configured: evaluated
 
 
@@ -148,7 +152,9 @@ def test_unconfigured_experiment_methods_are_not_checked(tmp_path):
     pub = wfpublished.load(rf.CONFIG, _published_with(tmp_path, [claim(experiment="signsgd",
                                                                      a={"method": "not_written_yet"})]))
     res = wfclaims.evaluate(pub, rf.CONFIG, {}, {})
-    assert res[["status", "reason"]].values.tolist() == [["not comparable", "experiment 'signsgd' not in config"]]
+    assert res[["status", "reason"]].values.tolist() == [["not comparable", (
+        "experiment 'signsgd' is not in this run's config; it is defined in config/config.yaml: "
+        "run `snakemake --cores 2 --configfile config/config.yaml`")]]
 
 
 @pytest.mark.parametrize("over, key, words", [
@@ -626,7 +632,7 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
 
     rows = {r[0]: r for r in rf.html_tables(out.parent / "papers" / "sgp.html")["claims"]}
     cols = ["claim", "statement", "experiment", "setting", "status", "measured", "ci", "p_better", "p_pass", "seeds",
-            "expected", "published", "gap", "sources"]
+            "expected", "published", "gap", "sources", "rerun"]
     cell = {cid: dict(zip(cols, r)) for cid, r in rows.items()}
     keys = ("setting", "status", "measured", "ci", "p_better", "p_pass", "seeds", "published", "gap")
     # per-seed ratios 0.5, 1.3, 0.7: geomean 0.7691, exp(mean log +- t_{0.975,2} se) = [0.2307, 2.564]
@@ -649,7 +655,17 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
     assert cell["f"]["status"] == ("not comparable every run failed: osgp at n=4, none: "
                                    f"2 failed (seed 1: {DIVERGED}; +1 more)")
     assert (cell["f"]["measured"], cell["f"]["ci"], cell["f"]["seeds"]) == ("", "", "")
+    # issue 24: each claim names the command (with its --configfile) that produces its rows
+    assert {c["rerun"] for c in cell.values()} == {
+        "snakemake --cores 2 --configfile config/config.yaml results/tables/claims.csv"}
     front = rf.html_tables(out)
+    # every not-comparable row names the config file and the command that produce it
+    assert [r[3:] for r in front["missing"] if r[1] == "f"] == [[
+        cell["f"]["status"].removeprefix("not comparable "), "config/config.yaml",
+        "snakemake --cores 2 --configfile config/config.yaml results/tables/claims.csv"]]
+    # the index links the CSV tables, relative links that resolve from reports/
+    hrefs = re.findall(r'href="([^"]+\.csv)"', out.read_text())
+    assert "../results/tables/sgp/runs.csv" in hrefs and all((out.parent / h).is_file() for h in hrefs), hrefs
     assert [r[:7] for r in front["failed"]] == [["sgp", "osgp", "4", "none", str(s), "diverged", DIVERGED]
                                                 for s in (1, 2)]
     # the front page counts each claim once, by the status shown: the provisional one is not reproduced
@@ -963,3 +979,58 @@ def test_signum_mv_speed_claim_runs_on_its_papers_hardware():
     assert p.step_ms == pytest.approx(128 / 367 * 1e3, abs=0.05) and p.model_mb == pytest.approx(102.228128)
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     assert cfg["experiments"]["signsgd"]["profile"]["name"] == "resnet50_v100x1"
+
+
+# ------------------------------------------------------------------ the figures' labels (issue 24)
+
+
+@pytest.fixture(scope="module")
+def fixture_tables(tmp_path_factory):
+    tables = tmp_path_factory.mktemp("tables") / "results" / "tables"
+    rf.build_tables(tables, rf.CONFIG)
+    return tables
+
+
+def _drawn_axes(monkeypatch, name: str, tables: dict, path: Path) -> list:
+    """The axes figure ``name`` draws (read just before it is saved) and the file's notes."""
+    from distrepro_wf import plots
+
+    seen = []
+    real = plots._save
+
+    def keep(fig, p, *note):
+        seen.extend((ax.get_xlabel(), ax.get_ylabel(), len(ax.get_lines())) for ax in fig.axes)
+        real(fig, p, *note)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    plots.draw(name, tables, path, rf.CONFIG)
+    return seen
+
+
+def test_simulated_time_is_labelled_simulated_on_every_axis(fixture_tables, tmp_path, monkeypatch):
+    """Every time axis says the runs' kind of time: "simulated time" for the simulated experiment
+    (sgp_sim, whose curves read evals.csv, which has no time kind of its own), "wall-clock time" for
+    real ranks; never "wall" for simulated runs."""
+    from distrepro_wf.plots import read_tables
+
+    for e, word, never in (("sgp_sim", "simulated time", "wall"), ("sgp", "wall-clock time", "simulated")):
+        t = read_tables(fixture_tables / e)
+        for name in ("acc_vs_wall", "epoch_time_vs_nodes", "time_breakdown", "to_target"):
+            labels = [lab for x, y, _ in _drawn_axes(monkeypatch, name, t, tmp_path / f"{e}_{name}.png")
+                      for lab in (x, y) if "(s)" in lab]  # the time axes: in seconds
+            assert labels and all(word in lab and never not in lab for lab in labels), (e, name, labels)
+
+
+def test_loss_panel_has_the_training_loss_and_placeholders_say_why(fixture_tables, tmp_path, monkeypatch):
+    """The convergence figure of an experiment whose curves are evals.csv (no training loss there)
+    draws the training loss from epochs.csv: no empty panel; a figure without data is a
+    placeholder whose reason the report prints instead of the image."""
+    from distrepro_wf.plots import figure_notes, read_tables
+
+    t = read_tables(fixture_tables / "sgp_sim")
+    axes = _drawn_axes(monkeypatch, "loss_vs_epoch", t, tmp_path / "loss.png")
+    assert [(x, y) for x, y, _ in axes[:2]] == [("epoch", "training loss"), ("epoch", "validation top-1 (%)")]
+    assert all(n > 0 for _, _, n in axes[:2]), axes  # lines in both panels
+    assert figure_notes(tmp_path / "loss.png") == (None, "")
+    _drawn_axes(monkeypatch, "scaling", t, tmp_path / "scaling.png")  # one node count: nothing to draw
+    assert figure_notes(tmp_path / "scaling.png") == ("fewer than two node counts per method", "")

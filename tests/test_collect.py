@@ -8,6 +8,7 @@ Values are binary fractions, so aggregates are asserted exactly.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -377,3 +378,40 @@ def test_breakdown_takes_the_simulated_op_costs_out_of_the_sync_part():
     assert bg["bd_comm_s"] == pytest.approx(0.0) and bg["bd_arith_s"] == pytest.approx(0.05)
     real = breakdown(t[["time/compute_s_mean", "time/sync_s_mean", "time/straggler_delay_s_mean"]], 2.0)
     assert real["bd_comm_s"] == 0.5 and all(pd.isna(real[k]) for k in ("bd_arith_s", "bd_stage_s"))
+
+
+def test_collective_wait_counts_only_steps_no_rank_ended_before_the_last_arrived():
+    """Issue 24: a fast rank's wait inside a synchronous collective for the last rank is straggler
+    wait.  Step 1 (an all-reduce: both end after rank 1 arrives at 1.25): rank 0 waited 0.25 s;
+    step 2 (gossip-like: rank 0 ended at 2.0 before rank 1 arrived at 2.5): nothing; the breakdown
+    moves the mean rank's wait from communication to straggler wait, the parts still adding up."""
+    from distrepro_wf.collect import breakdown, collective_wait
+
+    def step(rank, s, wall, sync):
+        return {"kind": "step", "epoch": 0, "step": s, "rank": rank, "time/wall_s": wall, "time/sync_s": sync}
+
+    recs = [step(0, 1, 1.5, 0.5), step(1, 1, 1.5, 0.25), step(0, 2, 2.0, 0.25), step(1, 2, 3.0, 0.5)]
+    w = collective_wait(recs, simulated=True, algorithm="allreduce_sgd")
+    assert w.to_dict("records") == [{"epoch": 0, "time/collective_wait_s_mean": 0.125}]
+    assert collective_wait(recs, simulated=True, algorithm="sgp").empty  # gossip: waits for its peers only
+    t = pd.DataFrame({"time/compute_s_mean": [1.0], "time/sync_s_mean": [0.75], "time/straggler_delay_s_mean": [0.5],
+                      "time/collective_wait_s_mean": [0.125]})
+    bd = breakdown(t, 3.0)
+    assert (bd["bd_compute_s"], bd["bd_comm_s"], bd["bd_straggler_s"], bd["bd_other_s"]) == (1.0, 0.625, 0.625, 0.75)
+
+
+def test_bytes_at_the_model_size_the_times_use():
+    """Under a paper profile the simulated network carries the paper model's bytes: runs.csv gets
+    the bytes at that size (wire_scale from the provenance; older runs: model_mb / fp32 params)."""
+    from distrepro_wf.collect import model_size
+
+    sim = {"time": {"kind": "simulated (SimGrid)", "model_mb": 102.0, "wire_scale": 4.0}}
+    assert model_size(sim, {"params": 10}) == {"wire_scale": 4.0, "model_mb": 102.0}
+    old = {"time": {"kind": "simulated (SimGrid)", "model_mb": 0.0004}}
+    assert model_size(old, {"params": 10}) == {"wire_scale": 10.0, "model_mb": 0.0004}
+    real = model_size({"time": {"kind": "wall clock", "wire_scale": 1.0}}, {"params": 10})
+    assert real["wire_scale"] == 1.0 and math.isnan(real["model_mb"])
+    row = summarize({"steps_per_epoch": 4, "wire_scale": 4.0, "target_metric": None, "target_value": None},
+                    pd.DataFrame({"epoch": [0], "step": [4], "time/wall_s": [1.0], "time/epoch_s": [1.0],
+                                  "comm/bytes_sent": [100.0]}))
+    assert row["bytes_sent_per_epoch"] == 100.0 and row["bytes_sent_per_epoch_model"] == 400.0

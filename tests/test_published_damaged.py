@@ -229,7 +229,9 @@ def test_claims_of_an_experiment_only_another_config_file_defines_are_a_warning_
     """Issue 26 row 6: the default run lacks config/translation.yaml's experiments; their claims load,
     are "not comparable", and one warning per file names it and the claims (the pipeline prints it)."""
     pub = wfpublished.load(CONFIG)
-    assert pub.not_configured["sgp_transformer_bleu_close_to_ar"] == "experiment 'translation_sim' not in config"
+    assert pub.not_configured["sgp_transformer_bleu_close_to_ar"] == (
+        "experiment 'translation_sim' is not in this run's config; it is defined in config/translation.yaml: "
+        "run `snakemake --cores 2 --configfile config/translation.yaml`")
     (line,) = [w for w in pub.warnings if "config/translation.yaml" in w]
     assert "sgp_transformer_bleu_close_to_ar" in line and "--configfile config/translation.yaml" in line
     assert not [w for w in pub.warnings if "config/config.yaml" in w]  # the run's own experiments: no warning

@@ -21,7 +21,7 @@ import pytest
 
 import report_fixture as rf
 from distrepro_wf import claims as wfclaims
-from distrepro_wf.plots import FIGURES
+from distrepro_wf.plots import FIGURES, figure_notes
 
 pytestmark = pytest.mark.skipif(os.environ.get("DISTREPRO_NO_BROWSER") == "1",
                                 reason="DISTREPRO_NO_BROWSER=1: browser tests switched off")
@@ -110,6 +110,23 @@ def test_every_page_table_and_image_loads(browser, rendered, tmp_path):
     absent = browser.find_element("id", "absent").find_element("xpath", "following-sibling::table")
     cells = [td.text for td in absent.find_elements("css selector", "tbody tr td")]
     assert cells == ["sgp", "osgp", "4", "none", "2"], cells
+    # issue 24: every not-comparable row names the config file and the command that produce it; one
+    # whose experiment another config file defines says which (no "not in config" without a file)
+    missing = browser.find_element("id", "missing").find_element("xpath", "following-sibling::table")
+    head = [th.text for th in missing.find_elements("css selector", "thead th")]
+    assert head[-2:] == ["config file", "command"], head
+    mrows = [[td.text for td in tr.find_elements("tag name", "td")] for tr in missing.find_elements("css selector",
+                                                                                                 "tbody tr")]
+    assert mrows and all(r[-2].startswith("config/") and r[-1].startswith(f"snakemake --cores 2 --configfile {r[-2]}")
+                         for r in mrows), mrows
+    other = [r for r in mrows if "is not in this run's config" in r[3]]
+    assert other and all(f"run `snakemake --cores 2 --configfile {r[-2]}`" in r[3] for r in other), other
+    assert any(r[-2] == "config/translation.yaml" for r in other)
+    assert "not implemented or not configured yet" not in browser.find_element("tag name", "body").text
+    # the CSV tables are linked, relative links that resolve
+    csv = [a.get_attribute("href") for a in browser.find_elements("css selector", "ul.csv a")]
+    assert any(h.endswith("/results/tables/claims.csv") for h in csv)
+    assert all(Path(h.removeprefix("file://")).is_file() for h in csv), csv
     links = [a.get_attribute("href") for a in browser.find_elements("css selector", "table.papers a")]
     assert sorted(links) == sorted(p.as_uri() for p in pages[1:])  # every paper page and the harness page
     _screenshot(browser, "report-index.png", tmp_path)
@@ -121,8 +138,13 @@ def test_every_page_table_and_image_loads(browser, rendered, tmp_path):
         names = {c for c, _ in r["tables"]}
         if page.stem in ("sgp", "harness"):  # pages with experiments: every figure each, summary tables
             forest = 1 if page.stem == "harness" else 0  # the harness's sanity claims' forest plot
-            assert len(r["images"]) == len(FIGURES) * (3 if page.stem == "sgp" else 1) + forest, (
-                page.name, r["images"])
+            # issue 24: a figure without data is no placeholder image but a sentence saying why
+            nofig = [p.text for p in browser.find_elements("css selector", "p.nofig")]
+            assert len(r["images"]) + len(nofig) == len(FIGURES) * (3 if page.stem == "sgp" else 1) + forest, (
+                page.name, r["images"], nofig)
+            assert all(": not drawn, " in t for t in nofig) and nofig, (page.name, nofig)
+            for src, _, _ in r["images"]:
+                assert figure_notes(page.parent / src)[0] is None, (page.name, src)  # none is a placeholder
             assert "dataframe table" in names, (page.name, r["tables"])
             assert all(n > 1 for _, n in r["tables"]), (page.name, r["tables"])  # a header and rows
         if page.stem != "harness":
@@ -147,10 +169,11 @@ def test_sgp_page_shows_claims_in_colour_and_published_beside_ours(browser, rend
     ours = browser.find_element("id", "n-slowmo_t1_ar_top1").find_elements("tag name", "td")[-1].text
     assert ours.startswith("not comparable: reduced scale") and "resnet50_imagenet" in ours
     # each figure states its command, config, hardware and run time
-    caps = [f.text for f in browser.find_elements("tag name", "figcaption")]
-    k = len(FIGURES)
-    assert len(caps) == 3 * k  # experiments sgp (real ranks), sgp_sim and its control (simulated), every figure
-    for c, e in zip(caps, ["sgp"] * k + ["sgp_sim"] * k + ["sgp_sim_fastnet"] * k):
+    figs = browser.find_elements("css selector", "figure")
+    caps = [f.find_element("tag name", "figcaption").text for f in figs]
+    drawn = [f.get_attribute("id").removeprefix("fig-").rsplit("-", 1)[0] for f in figs]
+    assert set(drawn) == {"sgp", "sgp_sim", "sgp_sim_fastnet"}  # sgp (real ranks), sgp_sim and its control
+    for c, e in zip(caps, drawn):
         assert f"snakemake --cores 2 reports/figures/{e}/" in c and "config/config.yaml" in c
         assert "fixture-host" in c
         assert ("training time (simulated)" if e.startswith("sgp_sim") else "training wall time") in c
@@ -159,6 +182,12 @@ def test_sgp_page_shows_claims_in_colour_and_published_beside_ours(browser, rend
     assert where[0].startswith("Real ranks on this machine") and "wall-clock" in where[0]
     assert where[1].startswith("Simulated platform (SimGrid): platform ethernet_10g, timing profile "
                                "resnet50_v100x8; every time is simulated time")
+    # issue 24: the rerun command of every claim (with its --configfile)
+    reruns = {(tr.find_elements("tag name", "td")[2].text, tr.find_element("css selector", "td.rerun").text)
+              for tr in browser.find_elements("css selector", "table.claims tbody tr")}
+    cfg = {e: "config/config.yaml" for e in rf.CONFIG["experiments"]} | {"translation_sim": "config/translation.yaml"}
+    assert reruns and all(t == f"snakemake --cores 2 --configfile {cfg[e]} results/tables/claims.csv"
+                          for e, t in reruns), reruns
     _screenshot(browser, "report-sgp.png", tmp_path)
 
 

@@ -141,6 +141,9 @@ def test_asynchronous_run_is_deterministic(tmp_path):
     assert steps[0]["time/compute_s"] + steps[0]["time/straggler_delay_s"] == pytest.approx(3 * 0.089667, rel=1e-5)  # 256 images at 2855 images/s
     prov = json.loads((tmp_path / "a" / "out" / "provenance.json").read_text())
     assert prov["time"]["profile"] == "resnet50_v100x8" and prov["time"]["platform"]["name"] == "shared_hpc"
+    # each message weighed the paper model's bytes: the scale the report shows bytes at (issue 24)
+    info = json.loads((tmp_path / "a" / "out" / "runinfo.json").read_text())
+    assert prov["time"]["wire_scale"] == pytest.approx(prov["time"]["model_mb"] * 1e6 / (4 * info["params"]), rel=1e-12)
 
 
 def test_measured_profile_is_calibrated_once(tmp_path):

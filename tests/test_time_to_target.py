@@ -134,9 +134,11 @@ def test_evals_per_epoch_adds_evaluation_points(tmp_path, algo):
         assert row["bd_comm_s"] < row["comm_s_per_epoch"]
     else:
         assert row["bd_comm_s"] > 0
-        # the simulated epoch: 10 steps of 10 ms compute per rank; the slow rank's 10 ms delays
-        # averaged over 4 ranks; evaluation charges no simulated time
-        assert row["bd_compute_s"] == pytest.approx(0.1) and row["bd_straggler_s"] == pytest.approx(0.025)
+        # the simulated epoch: 10 steps of 10 ms compute per rank; straggler wait: the slow rank's
+        # 10 ms delay per step and the 3 others' 10 ms wait for it inside each all-reduce (issue 24:
+        # not communication), 10 ms per rank and step; evaluation charges no simulated time
+        assert row["bd_compute_s"] == pytest.approx(0.1) and row["bd_straggler_s"] == pytest.approx(0.1)
+        assert row["bd_comm_s"] < row["comm_s_per_epoch"] - 0.07  # the counters' comm_s holds the wait
 
 
 def test_one_evaluation_per_epoch_logs_no_eval_records(tmp_path):

@@ -64,6 +64,21 @@ def test_dry_run_of_the_default_config(tmp_path):
     assert any(line.split() == ["train", str(len(groups))] for line in proc.stdout.splitlines()), proc.stdout
 
 
+def test_dry_run_of_the_studies_target(tmp_path):
+    """`snakemake --cores 2 studies` (issue 24): the default config and every study config in one
+    run and one report; only dry-run here (the real run takes about an hour)."""
+    proc = smk(tmp_path, "-n", "studies")
+    assert proc.returncode == 0, proc.stderr
+    groups = set()
+    for f in ("config", "compression_survey", "ps_studies", "translation", "large_batch", "katyusha_x"):
+        cfg = yaml.safe_load((ROOT / "config" / f"{f}.yaml").read_text())
+        groups |= {(e, n) for e, x in cfg["experiments"].items() for m, mm in x["methods"].items()
+                   for n in (mm or {}).get("nodes", x["nodes"])}
+    counts = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines() if len(line.split()) == 2}
+    assert counts.get("train") == str(len(groups)) and counts.get("studies") == "1" and counts.get("report") == "1"
+    assert "reports/figures/katyusha_x/" in proc.stdout and "results/tables/translation_sim/runs.csv" in proc.stdout
+
+
 def test_invalid_config_stops_before_any_job(tmp_path):
     bad = json.loads(json.dumps(TINY))
     bad["experiments"]["smoke"]["methods"]["sgdd"] = {}

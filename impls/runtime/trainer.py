@@ -238,7 +238,11 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
         (out_dir / "config.json").write_text(json.dumps(raw, indent=2, sort_keys=True))
         (out_dir / "provenance.json").write_text(json.dumps(provenance(raw, {
             "world": backend.world, "roles": roles, "backend": backend.name, "ranks": ranks,
-            "device": str(device), "time": clock.describe()}), indent=2))
+            "device": str(device),
+            # wire_scale: how many times its bytes each algorithm message weighs on this clock (the
+            # paper model's size / the stand-in's under a paper profile; 1 otherwise): the report
+            # shows bytes at the model size the times use (distrepro_wf.collect)
+            "time": {**clock.describe(), "wire_scale": clock.wire_scale(model_bytes)}}), indent=2))
     _run_loop(res, algo, model, task, comm, wgroup, straggler, rank, workers, device, out_dir,
               Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, h, backend.next_run_id(), backend)
 

@@ -2,6 +2,7 @@
 import os
 import sys
 import time
+from pathlib import Path
 from functools import lru_cache
 from types import SimpleNamespace
 
@@ -15,7 +16,24 @@ from distrepro_wf.runs import launch_retry_token
 from distrepro_wf.timing import append_pipeline_row
 from impls.errors import ConfigError
 
-CONFIG_FILES = list(workflow.overwrite_configfiles) or [f"{workflow.basedir}/config/config.yaml"]
+#: `snakemake --cores 2 studies`: the default config and every study config in one run and one
+#: report (merged in this order: a later file's keys win; they share only the launcher, whose
+#: timeout is katyusha_x's, the longest).  Not part of the default run or of CI (CI dry-runs it):
+#: about an hour on 2 cores, the sum of each file's own measured time (default ~10 min, compression
+#: survey ~1, parameter-server studies ~6, translation ~10.5, large batch ~12, Katyusha X ~15).
+STUDY_CONFIGS = ["config/config.yaml", "config/compression_survey.yaml", "config/ps_studies.yaml",
+                 "config/translation.yaml", "config/large_batch.yaml", "config/katyusha_x.yaml"]
+# Snakemake gives a Snakefile no access to the command line's targets while it is read: the
+# main process looks at its own arguments; the jobs it spawns (a cluster's) get the files as
+# --configfiles (set below), as if the user had named them.
+STUDIES = workflow.is_main_process and "studies" in sys.argv[1:]
+if STUDIES and workflow.overwrite_configfiles:
+    raise WorkflowError("invalid configuration: target studies runs its own config files "
+                        f"({', '.join(STUDY_CONFIGS)}); run it without --configfile")
+CONFIG_FILES = list(workflow.overwrite_configfiles) or (
+    [f"{workflow.basedir}/{f}" for f in STUDY_CONFIGS] if STUDIES else [f"{workflow.basedir}/config/config.yaml"])
+#: the config files as a user names them (commands in the report)
+USER_CONFIG_FILES = list(workflow.overwrite_configfiles or []) or (STUDY_CONFIGS if STUDIES else [])
 try:
     # strictly, first: a key defined twice (Snakemake's loader keeps the last silently)
     # or a YAML syntax error names the file, the line and the key
@@ -24,8 +42,10 @@ except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 
 if not workflow.overwrite_configfiles:
-
-    configfile: CONFIG_FILES[0]
+    for _f in CONFIG_FILES:  # one file (config/config.yaml), or the studies' (merged in order)
+        workflow.configfile(_f)
+    if STUDIES:  # spawned jobs read the same files
+        workflow.config_settings.configfiles = [Path(f) for f in CONFIG_FILES]
 
 
 try:

@@ -192,8 +192,12 @@ def read_run(run_dir: Path, ident: dict | None = None) -> tuple[dict, RunTables]
             "started_at": prov["started_at"], "steps_per_epoch": runinfo.get("steps_per_epoch"),
             "params": runinfo.get("params"), "cpu_count": prov.get("cpu_count"), "platform": prov.get("platform"),
             "device": prov.get("device"), "world": prov.get("world"),
-            "hosts": len({r.get("host") for r in prov["ranks"]}) if prov.get("ranks") else None}
+            "hosts": len({r.get("host") for r in prov["ranks"]}) if prov.get("ranks") else None,
+            **model_size(prov, runinfo)}
     spe = int(runinfo["steps_per_epoch"])
+    wait = collective_wait(records, simulated=where["time_kind"] == "simulated", algorithm=cfg["algorithm"]["name"])
+    if len(wait):
+        table = table.merge(wait, on="epoch", how="left")
     evals = evaluation_series(records, spe, (cfg["workload"].get("eval_ranks") or "all"))
     return info, RunTables(table, evals, step_bytes(records, spe))
 
@@ -253,6 +257,74 @@ def backend_columns(cfg: dict) -> dict:
             "sim_profile": name(cfg.get("profile") or "measured") if sim else None}
 
 
+def model_size(prov: dict, runinfo: dict) -> dict:
+    """``wire_scale``: how many times its bytes each message of the algorithm weighed on the run's
+    clock (under a paper timing profile the simulated network carries the paper model's bytes,
+    e.g. ResNet-50's 102 MB, for the stand-in's; 1 elsewhere), and ``model_mb``, the model size
+    the times use (NaN: the stand-in's own).  Runs written before the provenance recorded the
+    scale: the profile's ``model_mb`` over the stand-in's fp32 parameters (``runinfo.params``)."""
+    t = prov.get("time") or {}
+    mb = t.get("model_mb") if "simulated" in str(t.get("kind", "")) else None
+    scale = t.get("wire_scale")
+    if scale is None:
+        params = runinfo.get("params")
+        scale = mb * 1e6 / (4.0 * params) if mb and params else 1.0
+    return {"wire_scale": float(scale), "model_mb": float(mb) if mb and float(scale) != 1.0 else np.nan}
+
+
+#: tolerance of "no rank ended the step before the last rank arrived" (:func:`collective_wait`):
+#: exact on the simulated clock; on real ranks each rank's times start at its own t_start,
+#: taken right after a collective (the ranks leave it within a fraction of a millisecond on one host)
+GATE_TOL_S = {"simulated": 1e-9, "wall clock": 1e-3}
+
+
+#: algorithms whose every step ends in a collective over all workers (an all-reduce or all-gather,
+#: a synchronous parameter-server round): a fast worker waits there for the last one.  Gossip
+#: (sgp, osgp, dpsgd, d2: a rank waits for its in-peers only, and for their messages' transfer),
+#: asynchronous and barrier-free methods are not: their waits stay communication.
+SYNC_COLLECTIVE_ALGORITHMS = frozenset({"allreduce_sgd", "compressed_sgd", "ef_blocksgdm", "signum_mv", "svrg",
+                                        "ps_sync"})
+
+
+def collective_wait(records: list[dict], simulated: bool, algorithm: str = "allreduce_sgd") -> pd.DataFrame:
+    """Each epoch's straggler wait inside synchronous collectives, per worker rank (the mean over
+    ranks of its sum over the epoch's steps): ``epoch``, ``time/collective_wait_s_mean``.
+
+    Definition.  A rank *arrives* at its step's communication when its compute (and any injected
+    straggler delay) ends: ``time/wall_s - time/sync_s`` of its step record.  For an algorithm
+    whose step ends in a collective over every worker (:data:`SYNC_COLLECTIVE_ALGORITHMS`) the
+    collective cannot finish before the last rank arrives, so rank r's wait for the others is
+    ``max_j arrival_j - arrival_r`` (at most its own ``time/sync_s``): straggler wait, not
+    communication.  A step where some rank ended before the last one arrived (``min end <
+    max arrival``, beyond :data:`GATE_TOL_S`) contradicts that and counts nothing.  Other
+    algorithms count nothing: a gossip rank waits for its in-peers only, and mostly for their
+    messages' transfer, which is communication.
+
+    Clocks: exact on the simulated platform (one clock); real ranks of one host read the same
+    monotonic clock, each from its own start (taken right after a collective, so the starts agree
+    to well under a millisecond).  On several hosts the clocks differ by the hosts' offset, which
+    enters the arrivals as is: the split is then as good as the hosts' clock agreement (NTP:
+    about a millisecond), and the gate fails, counting nothing, where the offset is larger."""
+    rows = [(r["epoch"], r["step"], r["rank"], float(r["time/wall_s"]) - float(r["time/sync_s"]),
+             float(r["time/wall_s"]), float(r["time/sync_s"]))
+            for r in records if r["kind"] == "step" and r.get("time/sync_s") is not None
+            and r.get("time/wall_s") is not None]
+    if not rows or algorithm not in SYNC_COLLECTIVE_ALGORITHMS:
+        return pd.DataFrame(columns=["epoch", "time/collective_wait_s_mean"])
+    st = pd.DataFrame(rows, columns=["epoch", "step", "rank", "arrive", "end", "sync"])
+    ranks = st["rank"].nunique()
+    if ranks < 2:
+        return pd.DataFrame(columns=["epoch", "time/collective_wait_s_mean"])
+    tol = GATE_TOL_S["simulated" if simulated else "wall clock"]
+    g = st.groupby("step")
+    last = g["arrive"].transform("max")
+    gated = (g["end"].transform("min") >= last - tol) & (g["rank"].transform("nunique") == ranks)
+    st["wait"] = np.where(gated, np.minimum((last - st["arrive"]).clip(lower=0.0), st["sync"]), 0.0)
+    per_rank = st.groupby(["epoch", "rank"])["wait"].sum()
+    out = per_rank.groupby("epoch").mean().rename("time/collective_wait_s_mean").reset_index()
+    return out
+
+
 _REDUCE = {"last": lambda s: s.iloc[-1], "max": pd.Series.max, "min": pd.Series.min, "mean": pd.Series.mean}
 
 
@@ -273,6 +345,10 @@ def summarize(info: dict, t: pd.DataFrame, evals: pd.DataFrame | None = None,
     row["time_per_step_s"] = row["time_per_epoch_s"] / steps if steps else np.nan
     row.update(to_target(info, t, evals, steps_bytes))
     row.update(breakdown(t, row["time_per_epoch_s"]))
+    scale = info.get("wire_scale", 1.0)
+    # the bytes at the model size the times use (= the stand-in's where wire_scale is 1)
+    row["bytes_sent_per_epoch_model"] = row["bytes_sent_per_epoch"] * scale
+    row["bytes_to_target_model"] = row["bytes_to_target"] * scale
     row["network"] = network(info)
     return row
 
@@ -386,13 +462,24 @@ def breakdown(t: pd.DataFrame, time_per_epoch_s: float) -> dict:
     Simulated runs also log the op-cost model's seconds per kind (:data:`OP_PARTS`: local
     arithmetic, optimizer, copies, host staging, compression); they are paid inside the
     step's sync time, so they are taken out of ``bd_comm_s`` (scaled to fit it where a
-    background activity paid some of them) and the parts still add up."""
+    background activity paid some of them) and the parts still add up.
+
+    A fast rank's wait inside a synchronous collective for the last rank to arrive
+    (``time/collective_wait_s_mean``, :func:`collective_wait`) is counted as straggler wait and
+    taken out of the communication part."""
     out = {}
     for col, key in BREAKDOWN.items():
         if f"{key}_mean" not in t and key not in t:
             key = BREAKDOWN_FALLBACK.get(key, key)
         src = f"{key}_mean" if f"{key}_mean" in t else key
         out[col] = float(t[src].mean()) if src in t else np.nan
+    # a fast rank's wait inside a synchronous collective for the last rank (collective_wait) is
+    # straggler wait, moved out of the communication part (the parts still add up)
+    wait = "time/collective_wait_s_mean"
+    if wait in t and t[wait].notna().any() and not np.isnan(out.get("bd_comm_s", np.nan)):
+        w = min(float(t[wait].fillna(0.0).mean()), out["bd_comm_s"])
+        out["bd_comm_s"] -= w
+        out["bd_straggler_s"] = (0.0 if np.isnan(out["bd_straggler_s"]) else out["bd_straggler_s"]) + w
     rest = time_per_epoch_s - sum(out.values())
     out["bd_other_s"] = float(np.clip(rest, 0.0, None))  # NaN (a part not logged) stays NaN
     ops = {col: float(t[f"{key}_mean" if f"{key}_mean" in t else key].mean())

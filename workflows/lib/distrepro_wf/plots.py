@@ -78,17 +78,39 @@ def _legend(ax, **kw) -> None:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, **kw)
 
 
-def _save(fig, path: Path) -> None:
+#: PNG text keys the report reads (:func:`figure_notes`): a placeholder's reason (the figure has
+#: no data: the page says why instead of showing it) and a drawn figure's note (what it leaves out)
+EMPTY_KEY, NOTE_KEY = "distrepro-empty", "distrepro-note"
+
+
+def _save(fig, path: Path, note: str = "") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90, bbox_inches="tight")
+    fig.savefig(path, dpi=90, bbox_inches="tight", metadata={NOTE_KEY: note} if note else None)
     _plt().close(fig)
 
 
 def _empty(path: Path, title: str, why: str = "no completed runs") -> None:
+    """A placeholder (rule plot declares every figure of an experiment): the reason is written into
+    the PNG (:data:`EMPTY_KEY`), and the report prints it as a sentence instead of the image."""
     fig, ax = _plt().subplots(figsize=(5, 2))
     ax.axis("off")
     ax.text(0.5, 0.5, f"{title}: {why}", ha="center", va="center")
-    _save(fig, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90, bbox_inches="tight", metadata={EMPTY_KEY: why})
+    _plt().close(fig)
+
+
+def figure_notes(path: Path) -> tuple[str | None, str]:
+    """(why the figure was not drawn, or None when it has data; its note, or "") from the PNG's
+    text (:func:`_empty`, :func:`_save`).  A missing or unreadable file: not drawn, saying so."""
+    try:
+        from PIL import Image
+
+        with Image.open(path) as im:
+            text = dict(getattr(im, "text", {}) or {})
+    except (OSError, ValueError) as e:
+        return f"the figure file could not be read ({type(e).__name__})", ""
+    return text.get(EMPTY_KEY), text.get(NOTE_KEY, "")
 
 
 def _stragglers(ep: pd.DataFrame) -> list[str]:
@@ -106,11 +128,14 @@ def _quality(ep: pd.DataFrame) -> tuple[str, str, str, float]:
 
 
 def _time_word(df: pd.DataFrame) -> str:
-    """"simulated time" for runs of the simulated platform, "wall time" for real ranks."""
+    """"simulated time" for runs of the simulated platform, "wall-clock time" for real ranks (the
+    table's ``time_kind``, from each run's provenance); never a kind the table does not say."""
     kinds = set(df["time_kind"].dropna()) if "time_kind" in df else set()
     if kinds == {"simulated"}:
         return "simulated time"
-    return "time (simulated or wall)" if len(kinds) > 1 else "wall time"
+    if kinds == {"wall clock"}:
+        return "wall-clock time"
+    return "time (simulated and wall-clock mixed)" if len(kinds) > 1 else "time (kind not recorded)"
 
 
 def _xcol(ep: pd.DataFrame) -> tuple[str, pd.Series]:
@@ -139,24 +164,37 @@ def _with_points(ep: pd.DataFrame) -> pd.DataFrame:
 
 
 def loss_vs_epoch(ep: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
-    """Training loss and the quality metric against epochs, no-straggler setting; band over seeds."""
+    """Training loss and the quality metric against epochs, no-straggler setting; band over seeds.
+    Only the panels with data are drawn; a panel left out is named in the PNG's note (the page
+    prints it under the figure)."""
     if ep.empty:
         return _empty(path, "loss vs epoch")
     ep = _with_points(ep)
-    fig, axes = _plt().subplots(1, 2, figsize=(11, 3.6))
     s0 = _stragglers(ep)[0]
     sub = ep[ep["straggler"] == s0]
     key, label, scale, factor = _quality(ep)
+    has_loss = bool("loss/train" in sub and sub["loss/train"].notna().any())
+    has_quality = bool(key in sub and sub[key].notna().any())
+    if not has_loss and not has_quality:
+        return _empty(path, "loss vs epoch", f"no training loss or {label} was logged")
+    panels = ["loss"] * has_loss + ["quality"] * has_quality
+    fig, axes = _plt().subplots(1, len(panels), figsize=(5.5 * len(panels), 3.6), squeeze=False)
+    ax = dict(zip(panels, axes[0]))
     for (m, n), g in sub.groupby(["method", "nodes"]):
-        if "loss/train" in g and g["loss/train"].notna().any():
-            _band(axes[0], g, "_x", "loss/train", 1.0, m, n, _label(m, n))
-        _band(axes[1], g, "_x", key, factor, m, n, _label(m, n))
-    pos = "loss/train" in sub and (sub["loss/train"].dropna() > 0).all()
-    axes[0].set(xlabel="epoch", ylabel="training loss", yscale="log" if pos else "linear")
-    axes[1].set(xlabel="epoch", ylabel=label, yscale=scale)
-    _legend(axes[1])
+        if has_loss and g["loss/train"].notna().any():
+            _band(ax["loss"], g, "_x", "loss/train", 1.0, m, n, _label(m, n))
+        if has_quality:
+            _band(ax["quality"], g, "_x", key, factor, m, n, _label(m, n))
+    if has_loss:
+        pos = (sub["loss/train"].dropna() > 0).all()
+        ax["loss"].set(xlabel="epoch", ylabel="training loss", yscale="log" if pos else "linear")
+    if has_quality:
+        ax["quality"].set(xlabel="epoch", ylabel=label, yscale=scale)
+    _legend(axes[0][-1])
     fig.suptitle(f"straggler setting: {s0}; line: mean over seeds, band: min-max over seeds", fontsize=9)
-    _save(fig, path)
+    note = ("" if has_loss and has_quality else
+            "Training loss not shown: no run logged it." if not has_loss else f"{label} not shown: no run logged it.")
+    _save(fig, path, note)
 
 
 def acc_vs_wall(ep: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
@@ -376,6 +414,16 @@ def _mean_ci(v: pd.Series) -> tuple[float, float, float]:
     return float(v.mean()), lo, hi
 
 
+def bytes_column(runs: pd.DataFrame, col: str) -> tuple[str, str]:
+    """(column, what its bytes are) for bytes column ``col`` of runs.csv: where a paper timing profile
+    made the simulated network carry the paper model's bytes (``model_mb``), the bytes at that
+    size (``<col>_model``), so that bytes and times are of the same model; else the stand-in's."""
+    if "model_mb" in runs and runs["model_mb"].notna().any() and f"{col}_model" in runs:
+        mbs = sorted({float(v) for v in runs["model_mb"].dropna()})
+        return f"{col}_model", f"at the profile's {', '.join(f'{m:.3g}' for m in mbs)} MB model, as the times"
+    return col, "of the stand-in model"
+
+
 def to_target(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = None) -> None:
     """Time and bytes to the workload's target accuracy, mean and 95% t interval over seeds."""
     if runs.empty or "time_to_target_s" not in runs:
@@ -383,8 +431,9 @@ def to_target(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = No
     s0 = _stragglers(runs)[0]
     sub = runs[runs["straggler"] == s0]
     fig, axes = _plt().subplots(1, 2, figsize=(10, 3.6))
+    bcol, blabel = bytes_column(runs, "bytes_to_target")
     for ax, col, ylabel in ((axes[0], "time_to_target_s", f"{_time_word(runs)} to target (s)"),
-                            (axes[1], "bytes_to_target", "bytes sent per rank to target")):
+                            (axes[1], bcol, f"bytes sent per rank to target\n({blabel})")):
         labels, means, errs, notes, colours = [], [], [[], []], [], []
         for (m, n), g in sub.groupby(["method", "nodes"]):
             mean, lo, hi = _mean_ci(g[col]) if col in g else (np.nan, np.nan, np.nan)
@@ -405,7 +454,7 @@ def to_target(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = No
     has = "target_value" in runs and runs["target_value"].notna().any()
     target = f"{runs['target_metric'].dropna().iloc[0]} {runs['target_value'].dropna().iloc[0]:g}" if has else "none"
     fig.suptitle(f"target {target}; straggler setting {s0}; bars: mean over seeds, whiskers: 95% t interval",
-                 fontsize=9)
+                 fontsize=9, y=1.02)
     _save(fig, path)
 
 
@@ -541,6 +590,14 @@ def read_tables(tables_dir: Path) -> dict[str, pd.DataFrame]:
     if curves.empty:
         curves = epochs
     runs = pd.read_csv(d / "runs.csv") if (d / "runs.csv").exists() else pd.DataFrame()
+    keys = ["experiment", "method", "nodes", "straggler", "seed"]
+    # evals.csv holds the evaluations only: the training loss (logged per epoch) comes from
+    # epochs.csv at the epochs' ends (the same step in both), each run's time kind from runs.csv
+    if (curves is not epochs and "loss/train" in epochs and "loss/train" not in curves
+            and set(keys + ["step"]) <= set(epochs) & set(curves)):
+        curves = curves.merge(epochs[keys + ["step", "loss/train"]], on=keys + ["step"], how="left")
+    if "time_kind" in runs and "time_kind" not in curves and set(keys) <= set(runs) & set(curves):
+        curves = curves.merge(runs[keys + ["time_kind"]].drop_duplicates(keys), on=keys, how="left")
     st = d / "staleness.csv"
     staleness_ = pd.read_csv(st) if st.exists() and st.stat().st_size > 1 else pd.DataFrame()
     return {"epochs": epochs, "curves": curves, "runs": runs, "staleness": staleness_}

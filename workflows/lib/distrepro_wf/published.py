@@ -436,6 +436,23 @@ def _check_straggler(st: str, key: str, stragglers: list[str], known: _KnownName
     return f"straggler setting {st!r} not in this config (it has {', '.join(stragglers)})"
 
 
+def run_command(configfiles: list[str] | tuple[str, ...], target: str = "") -> str:
+    """The command that runs the config files ``configfiles`` (and makes ``target``; default: the report)."""
+    return " ".join(["snakemake --cores 2", *(f"--configfile {f}" for f in configfiles), target]).strip()
+
+
+def not_in_config(experiment: str, files: list[str]) -> str:
+    """The reason of a claim whose experiment only other config files define: the file, and the
+    command that runs it (its report has the claim's rows)."""
+    return (f"experiment {experiment!r} is not in this run's config; it is defined in {' and '.join(files)}: "
+            f"run `{run_command(files[:1])}`")
+
+
+def defining_files(config_dir: Path = CONFIG_DIR) -> dict[str, list[str]]:
+    """experiment -> the known config files (config/*.yaml, config/full/*.yaml) that define it."""
+    return _KnownNames(config_dir).defined()
+
+
 def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR, config_dir: Path = CONFIG_DIR) -> Published:
     """Read and validate the published data against ``config``; see the module docstring.
     ``config_dir``: where the known config files are (``config/``)."""
@@ -475,7 +492,7 @@ def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR, config_dir: Pa
             if f:
                 elsewhere.setdefault(tuple(f), []).append(c["id"])
         if files:
-            not_configured[c["id"]] = f"experiment {c['experiment']!r} not in config"
+            not_configured[c["id"]] = not_in_config(c["experiment"], files)
             continue
         reason = _check_names(c, where, config, known)
         if reason:

@@ -35,8 +35,8 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from . import claims as wfclaims
 from . import evidence
 from .pages import paper_of_experiment
-from .plots import FIGURES as FIGURE_FUNCTIONS, _time_word
-from .published import Published
+from .plots import FIGURES as FIGURE_FUNCTIONS, _time_word, bytes_column, figure_notes
+from .published import Published, defining_files, run_command
 from .config import WORKFLOW_DIR, expand
 
 TEMPLATES = WORKFLOW_DIR / "report" / "templates"
@@ -73,6 +73,9 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
     g = runs.groupby(["method", "nodes", "straggler"])
     out = g.size().rename("seeds").to_frame()
     for col, (name, factor) in SUMMARY_COLS.items():
+        if col == "bytes_sent_per_epoch":  # at the model size the times use (a paper profile's), labelled
+            col, what = bytes_column(runs, col)
+            name = f"{name} ({what})" if col != "bytes_sent_per_epoch" else name
         if col not in runs:
             continue
         m, s = g[col].mean() * factor, g[col].std().fillna(0) * factor
@@ -128,7 +131,19 @@ def _prob(p: Any) -> str:
     return "> 0.999" if p > 0.999 else "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _claim_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
+def claim_command(experiment: str, config: dict[str, Any], configfiles: list[str] | None,
+                  defined: dict[str, list[str]]) -> tuple[str, str]:
+    """(config file(s), command) that produce a claim's rows of claims.csv: this run's config files
+    (config/config.yaml by default) where the claim's experiment is in its config, else the
+    known config file that defines it (the claim is "not comparable" here), or ("", "") if none."""
+    if experiment in (config.get("experiments") or {}):
+        files = list(configfiles or []) or ["config/config.yaml"]
+        return " ".join(files), run_command(files, "results/tables/claims.csv")
+    files = (defined.get(experiment) or [])[:1]
+    return (files[0], run_command(files, "results/tables/claims.csv")) if files else ("", "")
+
+
+def _claim_rows(results: pd.DataFrame, commands: dict[str, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     rows = []
     for _, r in results.iterrows():
         setting = ("" if pd.isna(r["nodes"]) else f"n={int(r['nodes'])}, {r['straggler']}")
@@ -149,7 +164,8 @@ def _claim_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
                      "expected": r["expected"], "published": _fmt(r["published"]),
                      "published_note": "" if pd.isna(r["published_note"]) else r["published_note"],
                      "gap": _fmt(r["gap"], 3), "metric": r["metric"], "tta": evidence.fmt_tta(r),
-                     "sources": str(r["sources"]).split()})
+                     "sources": str(r["sources"]).split(),
+                     "rerun": (commands or {}).get(r["experiment"], ("", ""))[1]})
     return rows
 
 
@@ -258,6 +274,8 @@ def _experiment_section(e: str, config: dict[str, Any], tables_dir: Path, out_di
              "cmd": " ".join(f"snakemake --cores 2 {cfg_arg} reports/figures/{e}/{name}.png".split()),
              "config": cfg_files, "hardware": hardware, "runtime": runtime}
             for name, t in FIGURE_TITLES.items() if name in FIGURE_FUNCTIONS]
+    for f in figs:  # a figure without data is not shown: the page says why (plots._empty)
+        f["missing"], f["note"] = figure_notes(out_dir / "figures" / e / f"{f['name']}.png")
     wl = config["workloads"].get(exp["workload"], {})
     time_word = _time_word(runs) if not runs.empty else "time"
     tta = evidence.tta_display(evidence.tta_table(runs), time_word)
@@ -305,6 +323,9 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
         pages[pid or HARNESS_PAGE].append(e)
     titles = {p: v["title"] for p, v in published.papers.items()} | {HARNESS_PAGE: HARNESS_TITLE}
 
+    defined = defining_files()
+    commands = {e: claim_command(e, config, configfiles, defined)
+                for e in set(results["experiment"]) if isinstance(e, str)} if len(results) else {}
     failed_all, prov, written, index_rows, all_runs = [], [], [], [], []
     for pid, exps in pages.items():
         sections = []
@@ -330,7 +351,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
         elsewhere = [{"experiment": e, "page": home[e], "title": titles[home[e]]}
                      for e in dict.fromkeys(c["experiment"] for c in paper_claims) if e in home and e not in exps]
         page = env.get_template("paper.html.j2").render(
-            pid=pid, title=titles[pid], info=info, sections=sections, claims=_claim_rows(res), elsewhere=elsewhere,
+            pid=pid, title=titles[pid], info=info, sections=sections, claims=_claim_rows(res, commands), elsewhere=elsewhere,
             counts=summ["shown"].value_counts().to_dict(),
             published=_published_rows(numbers, paper_claims, results, exps, config),
             sources=published.sources[published.sources["key"].isin(srcs)].to_dict("records"),
@@ -351,6 +372,8 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
 
     failed_df = pd.concat(failed_all, ignore_index=True) if failed_all else pd.DataFrame()
     missing = summary[summary["status"] == wfclaims.NOT_COMPARABLE][["paper", "claim", "experiment", "reason"]]
+    missing = missing.assign(configfile=[commands.get(e, ("", ""))[0] for e in missing["experiment"]],
+                             command=[commands.get(e, ("", ""))[1] for e in missing["experiment"]])
     no_runs = [e for e in experiments if _read(tables_dir / e / "runs.csv").empty]
     absent = _absent_runs(experiments, config, tables_dir)
     benches = [{"name": Path(p).name, "table": _html_table(pd.read_csv(p).tail(40))} for p in sorted(map(Path, bench_files))]
@@ -362,6 +385,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
         totals=summary["shown"].value_counts().to_dict(), n_claims=len(summary),
         n_numbers=len(published.numbers), n_verified=int((published.numbers["verified"] == "yes").sum()),
         provenance=_html_table(pd.concat(prov).drop_duplicates()) if prov else "<p><em>no runs</em></p>",
+        tables=csv_links(tables_dir, experiments, out_dir),
         benches=benches, regen=" ".join(f"snakemake --cores 2 {cfg_arg}".split()),
         status_class=STATUS_CLASS, banner=evidence.banner(all_runs),
         evidence=_evidence_rows(frame, "paper") if frame is not None else [], forest_src=forest_src["paper"],
@@ -369,6 +393,15 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
     _write(out, index)
     written.insert(0, out)
     return written
+
+
+def csv_links(tables_dir: Path, experiments: list[str], out_dir: Path) -> list[dict[str, Any]]:
+    """The CSV tables behind the report, as relative links from ``out_dir`` (work from any copy
+    of the reproduction's directory): the claims' tables, then each experiment's."""
+    groups = [("claims", sorted(Path(tables_dir).glob("*.csv")))]
+    groups += [(e, sorted((Path(tables_dir) / e).glob("*.csv"))) for e in experiments]
+    return [{"group": g, "files": [{"name": f.name, "href": os.path.relpath(f, out_dir)} for f in fs]}
+            for g, fs in groups if fs]
 
 
 def _absent_runs(experiments: list[str], config: dict[str, Any], tables_dir: Path) -> pd.DataFrame:

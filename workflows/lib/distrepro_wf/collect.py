@@ -291,7 +291,9 @@ def collective_wait(records: list[dict], simulated: bool, algorithm: str = "allr
     ranks of its sum over the epoch's steps): ``epoch``, ``time/collective_wait_s_mean``.
 
     Definition.  A rank *arrives* at its step's communication when its compute (and any injected
-    straggler delay) ends: ``time/wall_s - time/sync_s`` of its step record.  For an algorithm
+    straggler delay) ends: ``time/wall_s - time/sync_s`` of its step record; where its
+    gradients left during the backward pass (``allreduce_sgd``'s ``overlap_backward``: the record
+    has ``overlap/buckets_in_backward`` > 0), before the delay: its data was there then.  For an algorithm
     whose step ends in a collective over every worker (:data:`SYNC_COLLECTIVE_ALGORITHMS`) the
     collective cannot finish before the last rank arrives, so rank r's wait for the others is
     ``max_j arrival_j - arrival_r`` (at most its own ``time/sync_s``): straggler wait, not
@@ -305,7 +307,8 @@ def collective_wait(records: list[dict], simulated: bool, algorithm: str = "allr
     to well under a millisecond).  On several hosts the clocks differ by the hosts' offset, which
     enters the arrivals as is: the split is then as good as the hosts' clock agreement (NTP:
     about a millisecond), and the gate fails, counting nothing, where the offset is larger."""
-    rows = [(r["epoch"], r["step"], r["rank"], float(r["time/wall_s"]) - float(r["time/sync_s"]),
+    rows = [(r["epoch"], r["step"], r["rank"], float(r["time/wall_s"]) - float(r["time/sync_s"])
+             - (float(r.get("time/straggler_delay_s") or 0.0) if r.get("overlap/buckets_in_backward") else 0.0),
              float(r["time/wall_s"]), float(r["time/sync_s"]))
             for r in records if r["kind"] == "step" and r.get("time/sync_s") is not None
             and r.get("time/wall_s") is not None]

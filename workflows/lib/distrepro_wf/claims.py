@@ -223,6 +223,8 @@ def _side(runs: pd.DataFrame, failed: pd.DataFrame | None, grid: pd.DataFrame, s
     return values, f"no completed run of {m} at n={n}, {st}", ""
 
 
+#: where a row's runs ran and what its speed result is (:func:`label_row`)
+LABEL_COLUMNS = ["runs_on", "speed_result", "closed_form", "sensitivity", "published_fitted"]
 COLUMNS = ["claim", "paper", "page", "experiment", "statement", "mechanism", "metric", "unit", "compare", "scale",
            "nodes", "straggler", "setting", "status", "provisional", "reason", "measured", "ci_low", "ci_high",
            "interval", "df", "p_a_beats_b", "wins", "p_pass", "seeds_a", "seeds_b", "pass_low", "pass_high",
@@ -230,7 +232,7 @@ COLUMNS = ["claim", "paper", "page", "experiment", "statement", "mechanism", "me
            "tta_status", "tta_reached_a", "tta_runs_a", "tta_reached_b", "tta_runs_b", "tta_median_a",
            "tta_median_a_low", "tta_median_a_high", "tta_median_b", "tta_median_b_low", "tta_median_b_high",
            "tta_logrank_p", "published", "published_nodes", "gap", "expected", "published_note", "published_other",
-           "sources"]
+           "sources", *LABEL_COLUMNS]
 #: the censored time-to-target columns (:func:`censored_fields`), NaN / 0 where not judged
 TTA_KM = {"tta_reached_a": 0, "tta_runs_a": 0, "tta_reached_b": 0, "tta_runs_b": 0, "tta_median_a": math.nan,
           "tta_median_a_low": math.nan, "tta_median_a_high": math.nan, "tta_median_b": math.nan,
@@ -261,7 +263,8 @@ def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggl
            "tta_status": "", **TTA_KM, "published": pub.get("value"),
            "published_nodes": " ".join(map(str, pub.get("nodes", []))), "gap": math.nan,
            "expected": expect_text(c["expect"], c["compare"]), "published_note": pub.get("note", ""),
-           "published_other": pub.get("other", ""), "sources": " ".join(c["sources"])}
+           "published_other": pub.get("other", ""), "sources": " ".join(c["sources"]), "runs_on": "",
+           "speed_result": "", "closed_form": math.nan, "sensitivity": "", "published_fitted": ""}
     row.update(kw)
     return row
 
@@ -660,8 +663,80 @@ def evaluate(published: Published, config: dict[str, Any], runs: dict[str, pd.Da
     """One row per (claim, setting); see the module docstring for the statuses."""
     rows = []
     for c in published.claims:
-        rows.extend(evaluate_claim(c, config, runs, failed or {}, published.not_configured))
+        rows.extend(label_row(c, config, r) for r in evaluate_claim(c, config, runs, failed or {},
+                                                                    published.not_configured))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+REAL, SIMULATED = "real", "simulated"
+#: metrics whose result is a speed (labelled measured or predicted)
+SPEED_METRICS = {"time_per_epoch_s", "time_per_step_s", "time_to_target_s", "wall_s", "wall_h"}
+
+
+def runs_on(config: dict[str, Any], experiment: str) -> tuple[str, str]:
+    """("real" | "simulated" | "", how): where an experiment's runs run, e.g. ("simulated",
+    "platform ethernet_10g, profile resnet50_v100x8") or ("real", "gloo, 1 host")."""
+    exp = (config.get("experiments") or {}).get(experiment)
+    if not exp:
+        return "", ""
+    name = lambda v, d: v if isinstance(v, str) else (v or {}).get("name", d)  # noqa: E731
+    if exp.get("backend") == "simgrid":
+        return SIMULATED, (f"platform {name(exp.get('platform'), 'ethernet_10g')}, "
+                           f"profile {name(exp.get('profile'), 'measured')}")
+    launcher = config.get("launcher") or {}
+    backend = launcher.get("backend", "auto")
+    backend = "gloo" if backend == "auto" else backend  # auto: gloo on CPU ranks (impls.backends)
+    hosts = launcher.get("hosts", launcher.get("nodes", 1)) if launcher.get("kind", "local") != "local" else 1
+    return REAL, f"{backend}, {hosts} host{'s' if hosts != 1 else ''}"
+
+
+def fitted_sources(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """The claim's published rows that a parameter of its simulated platform was fitted on
+    (:data:`distrepro_wf.simbench.FITTED_ROWS`: only when the experiment sets that parameter)."""
+    from .simbench import FITTED_ROWS  # noqa: PLC0415
+
+    exp = (config.get("experiments") or {}).get(c["experiment"]) or {}
+    plat = exp.get("platform") if isinstance(exp.get("platform"), dict) else {}
+    if exp.get("backend") != "simgrid":
+        return []
+    return [s for s in c["sources"] if s in FITTED_ROWS and plat.get(FITTED_ROWS[s]) not in (None, 1, 1.0)]
+
+
+def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """Say what a row is (issue 24): ``runs_on`` real or simulated; a speed row's ``speed_result``
+    "measured (real ranks: gloo, 1 host)" or "predicted (simulated: platform ..., profile ...)";
+    a simulated speed ratio's ``closed_form`` (:mod:`distrepro_wf.closedform`) and
+    ``sensitivity`` (:mod:`distrepro_wf.sensitivity`): a verdict that flips inside the declared
+    ranges becomes inconclusive; a published value built on a row a platform parameter was fitted
+    on is moved to ``published_fitted`` and not shown as the published value."""
+    where, how = runs_on(config, c["experiment"])
+    row["runs_on"] = where
+    if c["metric"] in SPEED_METRICS and where:
+        row["speed_result"] = (f"predicted (simulated: {how})" if where == SIMULATED
+                               else f"measured (real ranks: {how})")
+    fitted = fitted_sources(c, config)
+    if fitted:
+        from .simbench import FITTED_ROWS  # noqa: PLC0415
+
+        row["published_fitted"] = "; ".join(f"{s} (platform.{FITTED_ROWS[s]} fitted on it)" for s in fitted)
+        row["published"], row["gap"] = None, math.nan
+    if where != SIMULATED or row["nodes"] is None or row["status"] == NOT_COMPARABLE:
+        return row
+    from . import sensitivity  # noqa: PLC0415
+
+    ctl = _control_setting(c, config, int(row["nodes"]), str(row["straggler"])) if c.get("control") else None
+    res = sensitivity.analyse(row, c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl)
+    if res is None:
+        if c["metric"] in sensitivity.SPEED_METRICS:
+            row["sensitivity"] = "not evaluated: no closed form for a side"
+        return row
+    row["closed_form"], row["sensitivity"] = res.closed_form, res.text
+    judged_by_interval = verdict(row["ci_low"], row["ci_high"], c["expect"]) == row["status"]
+    if res.flips and row["status"] in (REPRODUCED, NOT_REPRODUCED) and judged_by_interval:
+        row["reason"] = "; ".join(x for x in (f"{row['status']} at the nominal parameters, but the verdict "
+                                              f"{res.text}: at most inconclusive", row["reason"]) if x)
+        row["status"] = INCONCLUSIVE
+    return row
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:

@@ -29,7 +29,8 @@ software overhead and ``bw' = bw * efficiency * (1 - background)``):
    a straggler slows only itself, so an epoch's rate is ``(n - 1 + 1/F) / n`` of the nominal;
 6. ``ps_sync`` and the server-aggregated sign methods (``signum_mv`` with ``aggregation: server``,
    ``ef_blocksgdm``): ``C_n + 2 (alpha + o + n S / bw')``: the server's one
-   NIC receives and sends ``n`` messages of ``S`` (``B``; ``B/32`` for packed signs).
+   NIC receives and sends ``n`` messages of ``S`` (``B``; ``B/32`` for packed signs); ``signum_mv``
+   with ``aggregation: allgather``: ``C_n + (n-1) m(B/32)``, a ring all-gather.
 
 What it leaves out: the op costs of :mod:`impls.sim.opcost` (arithmetic, copies, compression;
 the simulation charges them, the closed form does not: they are a few % of a paper step), TCP
@@ -48,7 +49,7 @@ from typing import Any
 #: methods that aggregate through one server rank: the share of a model each message weighs
 #: (packed signs: 1 bit of 32; ef_blocksgdm's per-block scales are negligible)
 SERVER_COMPRESSED = {"signum_mv": 1 / 32, "ef_blocksgdm": 1 / 32}
-ALGORITHMS = ("allreduce_sgd", "sgp", "osgp", "dpsgd", "adpsgd", "ps_sync", *SERVER_COMPRESSED)
+ALGORITHMS = ("allreduce_sgd", "sgp", "osgp", "dpsgd", "adpsgd", "ps_sync", "signum_mv_allgather", *SERVER_COMPRESSED)
 #: AD-PSGD: share of the workers that are active (send their model) at a time (bipartite pairs)
 ADPSGD_ACTIVE = 0.5
 #: share of a step the backward pass takes (the all-reduce can hide behind it)
@@ -134,6 +135,8 @@ def step_s(algorithm: str, p: Point, peers: int = 1) -> float | None:
     if algorithm == "adpsgd":
         rate = (n - 1 + 1 / p.slow_factor) / n if n > 1 else 1 / p.slow_factor
         return max(p.compute_s, msg(B, _pair_flows(p, ADPSGD_ACTIVE))) / rate
+    if algorithm == "signum_mv_allgather":  # a ring all-gather of the packed signs, each votes locally
+        return _sync_compute(p, n) + (n - 1) * msg(B * SERVER_COMPRESSED["signum_mv"], 1.0 if p.rack_size else 0.0)
     if algorithm == "ps_sync" or algorithm in SERVER_COMPRESSED:
         s = B * SERVER_COMPRESSED.get(algorithm, 1.0)
         return _sync_compute(p, n) + 2 * (p.latency_s + o + n * s / _bw(p))
@@ -147,4 +150,7 @@ def method_algorithm(method_spec: dict[str, Any] | None, method: str) -> tuple[s
     if isinstance(alg, str):
         return alg, 1
     topo = alg.get("topology") or {}
-    return alg.get("name", method), int(topo.get("peers", 1)) if isinstance(topo, dict) else 1
+    name = alg.get("name", method)
+    if name == "signum_mv" and alg.get("aggregation") == "allgather":
+        name = "signum_mv_allgather"
+    return name, int(topo.get("peers", 1)) if isinstance(topo, dict) else 1

@@ -773,3 +773,30 @@ def read_tables(tables_dir: Path, experiments: Iterable[str]) -> tuple[dict[str,
         runs[e] = pd.read_csv(d / "runs.csv") if (d / "runs.csv").exists() else pd.DataFrame()
         failed[e] = pd.read_csv(d / "failed.csv") if (d / "failed.csv").exists() else pd.DataFrame()
     return runs, failed
+
+
+#: columns of results/tables/sensitivity.csv (one row per claim x setting x parameter)
+SENSITIVITY_COLUMNS = ["claim", "nodes", "straggler", "measured", "closed_form", "pass_low", "pass_high", "parameter",
+                       "label", "low", "high", "nominal", "at_low", "at_high", "min", "max", "flips_at", "reason"]
+
+
+def sensitivity_table(published: Published, config: dict[str, Any], results: pd.DataFrame) -> pd.DataFrame:
+    """The tornado figures' data: every simulated speed row of ``results`` (claims.csv) with a
+    sensitivity analysis, each parameter's range and the scaled statistic at its ends
+    (:func:`distrepro_wf.sensitivity.analyse`)."""
+    from . import sensitivity  # noqa: PLC0415
+
+    by_id = {c["id"]: c for c in published.claims}
+    rows = []
+    for _, r in results.iterrows():
+        c = by_id.get(r["claim"])
+        text = r.get("sensitivity")
+        if c is None or not isinstance(text, str) or not text or text.startswith("not evaluated"):
+            continue
+        ctl = _control_setting(c, config, int(r["nodes"]), str(r["straggler"])) if c.get("control") else None
+        res = sensitivity.analyse(r.to_dict(), c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl)
+        for t in res.tornado if res else []:
+            rows.append({"claim": r["claim"], "nodes": int(r["nodes"]), "straggler": r["straggler"],
+                         "measured": r["measured"], "closed_form": res.closed_form, "pass_low": r["pass_low"],
+                         "pass_high": r["pass_high"], **{k: t[k] for k in SENSITIVITY_COLUMNS if k in t}})
+    return pd.DataFrame(rows, columns=SENSITIVITY_COLUMNS)

@@ -760,10 +760,17 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
                      "inconclusive": int((g["status"] == INCONCLUSIVE).sum()),
                      "not_comparable": int((g["status"] == NOT_COMPARABLE).sum()),
                      "provisional_settings": int(prov.sum()),
-                     "reason": "; ".join(dict.fromkeys(r for r in g["reason"] if isinstance(r, str) and r))})
+                     "reason": "; ".join(dict.fromkeys(r for r in g["reason"] if isinstance(r, str) and r)),
+                     "runs_on": _first_text(g, "runs_on")})
     return pd.DataFrame(rows, columns=["claim", "paper", "page", "experiment", "statement", "status", "provisional", "shown",
                                        "settings", "reproduced", "not_reproduced", "inconclusive", "not_comparable",
-                                       "provisional_settings", "reason"])
+                                       "provisional_settings", "reason", "runs_on"])
+
+
+def _first_text(g: pd.DataFrame, col: str) -> str:
+    """A claim's ``runs_on`` ("real", "simulated"; "" where its experiment is not in the config)."""
+    vals = [v for v in g[col] if isinstance(v, str) and v] if col in g else []
+    return vals[0] if vals else ""
 
 
 def read_tables(tables_dir: Path, experiments: Iterable[str]) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:

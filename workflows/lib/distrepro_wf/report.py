@@ -371,8 +371,8 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
         elsewhere = [{"experiment": e, "page": home[e], "title": titles[home[e]]}
                      for e in dict.fromkeys(c["experiment"] for c in paper_claims) if e in home and e not in exps]
         page = env.get_template("paper.html.j2").render(
-            pid=pid, title=titles[pid], info=info, sections=sections, claims=_claim_rows(res, out_dir / TORNADO_DIR, page_dir),
-            elsewhere=elsewhere,
+            pid=pid, title=titles[pid], info=info, sections=sections,
+            claims=_claim_rows(res, out_dir / TORNADO_DIR, page_dir), elsewhere=elsewhere,
             counts=summ["shown"].value_counts().to_dict(),
             published=_published_rows(numbers, paper_claims, results, exps, config),
             sources=published.sources[published.sources["key"].isin(srcs)].to_dict("records"),

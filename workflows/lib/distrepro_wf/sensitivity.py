@@ -101,40 +101,40 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
                     rack_size=rack)
 
 
-def _side_step(config: dict[str, Any], experiment: str, sel: dict[str, Any], nodes: int, straggler: str,
-               perturb: Callable[[cf.Point], cf.Point]) -> float | None:
+def _side(config: dict[str, Any], experiment: str, sel: dict[str, Any], nodes: int,
+          straggler: str) -> tuple[cf.Point, str, int] | None:
+    """(nominal point, algorithm, peers) of one side of a claim at one setting, or None."""
     n, st = int(sel.get("nodes", nodes)), str(sel.get("straggler", straggler))
     p = nominal_point(config, experiment, n, st)
     if p is None:
         return None
     methods = config["experiments"][experiment].get("methods") or {}
     alg, peers = cf.method_algorithm(methods.get(sel["method"]), sel["method"])
-    return cf.step_s(alg, perturb(p), peers)
+    return (p, alg, peers) if cf.step_s(alg, p, peers) is not None else None
 
 
 def ratio_fn(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str,
              control: tuple[str, int, str] | None = None) -> Callable[[Callable[[cf.Point], cf.Point]], float] | None:
     """``perturb -> closed-form statistic`` of a claim row (a/b; over the control's a/b for
-    ``ratio_vs_control``), or None where a side has no closed form."""
-    if "b" not in c:
+    ``ratio_vs_control``), or None where a side has no closed form.  The nominal points are
+    built once (platform and profile configs), each evaluation only perturbs them."""
+    if "b" not in c or c["compare"] not in ("ratio", "ratio_vs_control"):
         return None
-    exp = c["experiment"]
-
-    def ratio(e: str, n: int, st: str, perturb: Callable[[cf.Point], cf.Point]) -> float | None:
-        a = _side_step(config, e, c["a"], n, st, perturb)
-        b = _side_step(config, e, c["b"], n, st, perturb)
-        return None if a is None or b is None or b <= 0 else a / b
-
-    ident = lambda p: p  # noqa: E731
-    if ratio(exp, nodes, straggler, ident) is None:
-        return None
+    settings = [(c["experiment"], nodes, straggler)]
     if c["compare"] == "ratio_vs_control":
-        if control is None or ratio(*control, ident) is None:
+        if control is None:
             return None
-        return lambda f: ratio(exp, nodes, straggler, f) / ratio(*control, f)  # type: ignore[operator]
-    if c["compare"] != "ratio":
+        settings.append(control)
+    sides = [(_side(config, e, c["a"], n, st), _side(config, e, c["b"], n, st)) for e, n, st in settings]
+    if any(a is None or b is None for a, b in sides):
         return None
-    return lambda f: ratio(exp, nodes, straggler, f)  # type: ignore[return-value]
+
+    def ratio(a: tuple[cf.Point, str, int], b: tuple[cf.Point, str, int], f: Callable[[cf.Point], cf.Point]) -> float:
+        return cf.step_s(a[1], f(a[0]), a[2]) / cf.step_s(b[1], f(b[0]), b[2])  # type: ignore[operator]
+
+    if len(sides) == 1:
+        return lambda f: ratio(*sides[0], f)
+    return lambda f: ratio(*sides[0], f) / ratio(*sides[1], f)
 
 
 def _setter(spec: dict[str, Any], nominal: cf.Point) -> tuple[Callable[[float], Callable[[cf.Point], cf.Point]],

@@ -32,6 +32,8 @@ from distrepro_wf.config import Run, run_config
 WORKLOAD = {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]}, "batch_size": 16, "epochs": 4,
             "target": {"metric": "acc/val", "value": 0.8}}
 
+#: the simulated experiments' 1-peer SGP, spelled out so the closed form knows its pattern
+SGP_1PEER = {"name": "sgp", "topology": {"name": "exponential", "peers": 1}}
 CONFIG: dict[str, Any] = {
     "experiments": {
         "baseline": {"title": "baseline", "paper": None, "workload": "digits_mlp",
@@ -44,13 +46,13 @@ CONFIG: dict[str, Any] = {
         "sgp_sim": {"title": "SGP against AR-SGD on a simulated 10 GbE cluster", "paper": "SGP (Assran+ 2019)",
                     "workload": "digits_mlp", "backend": "simgrid", "platform": "ethernet_10g",
                     "profile": "resnet50_v100x8", "nodes": [4], "stragglers": ["none"], "seeds": [1, 2, 3],
-                    "methods": {"allreduce_sgd": {}, "dpsgd": {}, "dpsgd_stm": {}, "sgp_1peer": {},
-                                "osgp": {"seeds": [1, 2, 3]}}},
+                    "methods": {"allreduce_sgd": {}, "dpsgd": {}, "dpsgd_stm": {}, "sgp_1peer": {"algorithm": SGP_1PEER},
+                                "osgp": {"seeds": [1, 2, 3], "algorithm": {**SGP_1PEER, "name": "osgp"}}}},
         # the fast-network control of sgp_sim (claims' `control`): SGP's advantage shrinks there
         "sgp_sim_fastnet": {"title": "Control: SGP against AR-SGD on simulated InfiniBand", "paper": "SGP (Assran+ 2019)",
                             "workload": "digits_mlp", "backend": "simgrid", "platform": "infiniband_100g",
                             "profile": "resnet50_v100x8", "nodes": [4], "stragglers": ["none"], "seeds": [1, 2, 3],
-                            "methods": {"allreduce_sgd": {}, "sgp_1peer": {}}},
+                            "methods": {"allreduce_sgd": {}, "sgp_1peer": {"algorithm": SGP_1PEER}}},
     },
     "workloads": {"digits_mlp": WORKLOAD},
     "stragglers": {"none": {"kind": "none"}, "slow1x4": {"kind": "fixed", "ranks": [-1], "factor": 4}},
@@ -209,7 +211,7 @@ def add_claim_columns(results: pd.DataFrame, published: Any) -> pd.DataFrame:
 def render(root: Path, config: dict[str, Any] | None = None) -> list[Path]:
     """Tables -> figures -> claims -> report under ``root`` (results/ and reports/), as the pipeline does."""
     from distrepro_wf.evidence import claim_frame, plotted
-    from distrepro_wf.plots import FIGURES, FOREST_PAGES, draw, forest, read_tables
+    from distrepro_wf.plots import FIGURES, FOREST_PAGES, draw, forest, read_tables, tornado
     from distrepro_wf.report import build
 
     config = copy.deepcopy(config or CONFIG)
@@ -227,6 +229,8 @@ def render(root: Path, config: dict[str, Any] | None = None) -> list[Path]:
     frame = claim_frame(pd.read_csv(tables / "claims.csv"), published.claims, published.papers)
     for page in FOREST_PAGES:
         forest(plotted(frame, page), root / "reports" / "figures" / f"forest_{page}.png")
+    for claim, g in wfclaims.sensitivity_table(published, config, results).groupby("claim"):  # rule tornado
+        tornado(g, root / "reports" / "figures" / "tornado" / f"{claim}.png")
     return build(experiments, config, tables, root / "reports" / "index.html",
                  sorted((root / "results" / "bench").glob("*.csv")), [],
                  published, pd.read_csv(tables / "claims.csv"))

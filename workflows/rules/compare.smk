@@ -38,6 +38,8 @@ rule compare:
     output:
         claims="results/tables/claims.csv",
         summary="results/tables/claims_summary.csv",
+        # the tornado figures' data: each simulated speed row over the uncertain parameters' ranges
+        sensitivity="results/tables/sensitivity.csv",
         per_paper=[
             report(
                 f"results/claims/{p}.csv",

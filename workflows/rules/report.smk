@@ -68,12 +68,26 @@ rule forest:
         "../scripts/forest.py"
 
 
+# One tornado figure per simulated speed claim with a sensitivity analysis (claims.sensitivity_table):
+# reports/figures/tornado/<claim>.png; a claim without one gets no figure.
+rule tornado:
+    input:
+        sensitivity="results/tables/sensitivity.csv",
+    output:
+        directory("reports/figures/tornado"),
+    log:
+        "results/logs/plot/tornado.log",
+    script:
+        "../scripts/tornado.py"
+
+
 rule report:
     input:
         tables=expand("results/tables/{experiment}/runs.csv", experiment=EXPERIMENTS),
         failed=expand("results/tables/{experiment}/failed.csv", experiment=EXPERIMENTS),
         figures=expand("reports/figures/{experiment}/{name}.png", experiment=EXPERIMENTS, name=FIGURES),
         forest=[f"reports/figures/forest_{page}.png" for page in FOREST_PAGES],
+        tornado="reports/figures/tornado",
         claims="results/tables/claims.csv",
         published=PUBLISHED_FILES,
         # the benchmark tables shown: those the bench target has written (it is not run by default)

@@ -227,6 +227,8 @@ def _side(runs: pd.DataFrame, failed: pd.DataFrame | None, grid: pd.DataFrame, s
     return values, f"no completed run of {m} at n={n}, {st}", ""
 
 
+#: where a row's runs ran and what its speed result is (:func:`label_row`)
+LABEL_COLUMNS = ["runs_on", "speed_result", "closed_form", "sensitivity", "published_fitted"]
 COLUMNS = ["claim", "paper", "page", "experiment", "statement", "mechanism", "metric", "unit", "compare", "scale",
            "nodes", "straggler", "setting", "status", "provisional", "reason", "measured", "ci_low", "ci_high",
            "interval", "df", "p_a_beats_b", "wins", "p_pass", "seeds_a", "seeds_b", "pass_low", "pass_high",
@@ -234,7 +236,7 @@ COLUMNS = ["claim", "paper", "page", "experiment", "statement", "mechanism", "me
            "tta_status", "tta_reached_a", "tta_runs_a", "tta_reached_b", "tta_runs_b", "tta_median_a",
            "tta_median_a_low", "tta_median_a_high", "tta_median_b", "tta_median_b_low", "tta_median_b_high",
            "tta_logrank_p", "published", "published_nodes", "gap", "expected", "published_note", "published_other",
-           "sources", "tuned_on_seeds", "scored_on_seeds"]
+           "sources", "tuned_on_seeds", "scored_on_seeds", *LABEL_COLUMNS]
 #: the censored time-to-target columns (:func:`censored_fields`), NaN / 0 where not judged
 TTA_KM = {"tta_reached_a": 0, "tta_runs_a": 0, "tta_reached_b": 0, "tta_runs_b": 0, "tta_median_a": math.nan,
           "tta_median_a_low": math.nan, "tta_median_a_high": math.nan, "tta_median_b": math.nan,
@@ -266,7 +268,8 @@ def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggl
            "published_nodes": " ".join(map(str, pub.get("nodes", []))), "gap": math.nan,
            "expected": expect_text(c["expect"], c["compare"]), "published_note": pub.get("note", ""),
            "published_other": pub.get("other", ""), "sources": " ".join(c["sources"]),
-           "tuned_on_seeds": " ".join(map(str, c.get("tuned_on_seeds") or ())), "scored_on_seeds": ""}
+           "tuned_on_seeds": " ".join(map(str, c.get("tuned_on_seeds") or ())), "scored_on_seeds": "", "runs_on": "",
+           "speed_result": "", "closed_form": math.nan, "sensitivity": "", "published_fitted": ""}
     row.update(kw)
     return row
 
@@ -668,8 +671,80 @@ def evaluate(published: Published, config: dict[str, Any], runs: dict[str, pd.Da
     """One row per (claim, setting); see the module docstring for the statuses."""
     rows = []
     for c in published.claims:
-        rows.extend(evaluate_claim(c, config, runs, failed or {}, published.not_configured))
+        rows.extend(label_row(c, config, r) for r in evaluate_claim(c, config, runs, failed or {},
+                                                                    published.not_configured))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+REAL, SIMULATED = "real", "simulated"
+#: metrics whose result is a speed (labelled measured or predicted)
+SPEED_METRICS = {"time_per_epoch_s", "time_per_step_s", "time_to_target_s", "wall_s", "wall_h"}
+
+
+def runs_on(config: dict[str, Any], experiment: str) -> tuple[str, str]:
+    """("real" | "simulated" | "", how): where an experiment's runs run, e.g. ("simulated",
+    "platform ethernet_10g, profile resnet50_v100x8") or ("real", "gloo, 1 host")."""
+    exp = (config.get("experiments") or {}).get(experiment)
+    if not exp:
+        return "", ""
+    name = lambda v, d: v if isinstance(v, str) else (v or {}).get("name", d)  # noqa: E731
+    if exp.get("backend") == "simgrid":
+        return SIMULATED, (f"platform {name(exp.get('platform'), 'ethernet_10g')}, "
+                           f"profile {name(exp.get('profile'), 'measured')}")
+    launcher = config.get("launcher") or {}
+    backend = launcher.get("backend", "auto")
+    backend = "gloo" if backend == "auto" else backend  # auto: gloo on CPU ranks (impls.backends)
+    hosts = launcher.get("hosts", launcher.get("nodes", 1)) if launcher.get("kind", "local") != "local" else 1
+    return REAL, f"{backend}, {hosts} host{'s' if hosts != 1 else ''}"
+
+
+def fitted_sources(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """The claim's published rows that a parameter of its simulated platform was fitted on
+    (:data:`distrepro_wf.simbench.FITTED_ROWS`: only when the experiment sets that parameter)."""
+    from .simbench import FITTED_ROWS  # noqa: PLC0415
+
+    exp = (config.get("experiments") or {}).get(c["experiment"]) or {}
+    plat = exp.get("platform") if isinstance(exp.get("platform"), dict) else {}
+    if exp.get("backend") != "simgrid":
+        return []
+    return [s for s in c["sources"] if s in FITTED_ROWS and plat.get(FITTED_ROWS[s]) not in (None, 1, 1.0)]
+
+
+def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """Say what a row is (issue 24): ``runs_on`` real or simulated; a speed row's ``speed_result``
+    "measured (real ranks: gloo, 1 host)" or "predicted (simulated: platform ..., profile ...)";
+    a simulated speed ratio's ``closed_form`` (:mod:`distrepro_wf.closedform`) and
+    ``sensitivity`` (:mod:`distrepro_wf.sensitivity`): a verdict that flips inside the declared
+    ranges becomes inconclusive; a published value built on a row a platform parameter was fitted
+    on is moved to ``published_fitted`` and not shown as the published value."""
+    where, how = runs_on(config, c["experiment"])
+    row["runs_on"] = where
+    if c["metric"] in SPEED_METRICS and where:
+        row["speed_result"] = (f"predicted (simulated: {how})" if where == SIMULATED
+                               else f"measured (real ranks: {how})")
+    fitted = fitted_sources(c, config)
+    if fitted:
+        from .simbench import FITTED_ROWS  # noqa: PLC0415
+
+        row["published_fitted"] = "; ".join(f"{s} (platform.{FITTED_ROWS[s]} fitted on it)" for s in fitted)
+        row["published"], row["gap"] = None, math.nan
+    if where != SIMULATED or row["nodes"] is None or row["status"] == NOT_COMPARABLE:
+        return row
+    from . import sensitivity  # noqa: PLC0415
+
+    ctl = _control_setting(c, config, int(row["nodes"]), str(row["straggler"])) if c.get("control") else None
+    res = sensitivity.analyse(row, c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl)
+    if res is None:
+        if c["metric"] in sensitivity.SPEED_METRICS:
+            row["sensitivity"] = "not evaluated: no closed form for a side"
+        return row
+    row["closed_form"], row["sensitivity"] = res.closed_form, res.text
+    judged_by_interval = verdict(row["ci_low"], row["ci_high"], c["expect"]) == row["status"]
+    if res.flips and row["status"] in (REPRODUCED, NOT_REPRODUCED) and judged_by_interval:
+        row["reason"] = "; ".join(x for x in (f"{row['status']} at the nominal parameters, but the verdict "
+                                              f"{res.text}: at most inconclusive", row["reason"]) if x)
+        row["status"] = INCONCLUSIVE
+    return row
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
@@ -693,10 +768,17 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
                      "inconclusive": int((g["status"] == INCONCLUSIVE).sum()),
                      "not_comparable": int((g["status"] == NOT_COMPARABLE).sum()),
                      "provisional_settings": int(prov.sum()),
-                     "reason": "; ".join(dict.fromkeys(r for r in g["reason"] if isinstance(r, str) and r))})
+                     "reason": "; ".join(dict.fromkeys(r for r in g["reason"] if isinstance(r, str) and r)),
+                     "runs_on": _first_text(g, "runs_on")})
     return pd.DataFrame(rows, columns=["claim", "paper", "page", "experiment", "statement", "status", "provisional", "shown",
                                        "settings", "reproduced", "not_reproduced", "inconclusive", "not_comparable",
-                                       "provisional_settings", "reason"])
+                                       "provisional_settings", "reason", "runs_on"])
+
+
+def _first_text(g: pd.DataFrame, col: str) -> str:
+    """A claim's ``runs_on`` ("real", "simulated"; "" where its experiment is not in the config)."""
+    vals = [v for v in g[col] if isinstance(v, str) and v] if col in g else []
+    return vals[0] if vals else ""
 
 
 def read_tables(tables_dir: Path, experiments: Iterable[str]) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
@@ -706,3 +788,30 @@ def read_tables(tables_dir: Path, experiments: Iterable[str]) -> tuple[dict[str,
         runs[e] = pd.read_csv(d / "runs.csv") if (d / "runs.csv").exists() else pd.DataFrame()
         failed[e] = pd.read_csv(d / "failed.csv") if (d / "failed.csv").exists() else pd.DataFrame()
     return runs, failed
+
+
+#: columns of results/tables/sensitivity.csv (one row per claim x setting x parameter)
+SENSITIVITY_COLUMNS = ["claim", "nodes", "straggler", "measured", "closed_form", "pass_low", "pass_high", "parameter",
+                       "label", "low", "high", "nominal", "at_low", "at_high", "min", "max", "flips_at", "reason"]
+
+
+def sensitivity_table(published: Published, config: dict[str, Any], results: pd.DataFrame) -> pd.DataFrame:
+    """The tornado figures' data: every simulated speed row of ``results`` (claims.csv) with a
+    sensitivity analysis, each parameter's range and the scaled statistic at its ends
+    (:func:`distrepro_wf.sensitivity.analyse`)."""
+    from . import sensitivity  # noqa: PLC0415
+
+    by_id = {c["id"]: c for c in published.claims}
+    rows = []
+    for _, r in results.iterrows():
+        c = by_id.get(r["claim"])
+        text = r.get("sensitivity")
+        if c is None or not isinstance(text, str) or not text or text.startswith("not evaluated"):
+            continue
+        ctl = _control_setting(c, config, int(r["nodes"]), str(r["straggler"])) if c.get("control") else None
+        res = sensitivity.analyse(r.to_dict(), c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl)
+        for t in res.tornado if res else []:
+            rows.append({"claim": r["claim"], "nodes": int(r["nodes"]), "straggler": r["straggler"],
+                         "measured": r["measured"], "closed_form": res.closed_form, "pass_low": r["pass_low"],
+                         "pass_high": r["pass_high"], **{k: t[k] for k in SENSITIVITY_COLUMNS if k in t}})
+    return pd.DataFrame(rows, columns=SENSITIVITY_COLUMNS)

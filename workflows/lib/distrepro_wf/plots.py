@@ -465,6 +465,47 @@ def _node_list(v) -> list[int]:
     return [int(float(x)) for x in str(v if v is not None else "").split() if x.lower() != "nan"]
 
 
+def tornado(table: pd.DataFrame, path: Path, title: str = "") -> None:
+    """One claim's sensitivity (``results/tables/sensitivity.csv`` rows of that claim): per
+    setting, each uncertain parameter's bar from the statistic at the low end of its range to the
+    high end (the simulated value scaled by the closed form, :mod:`distrepro_wf.sensitivity`), the
+    simulated value as a line, the pass region shaded, a flip point as a red tick.  Only drawn for
+    a claim with rows (the caller skips the others)."""
+    settings = list(table.groupby(["nodes", "straggler"], sort=True))
+    fig, axes = _plt().subplots(len(settings), 1, figsize=(7.5, 0.45 * len(table)
+                                                         + 1.2 * len(settings)), squeeze=False)
+    for ax, ((n, st), g) in zip(axes[:, 0], settings):
+        g = g.reset_index(drop=True)
+        ys = np.arange(len(g))
+        m = float(g["measured"].iloc[0])
+        for y, r in g.iterrows():
+            ax.barh(y, r["max"] - r["min"], left=r["min"], color="#8fb3d9", height=0.6)
+            ax.plot([r["at_low"]], [y], marker="<", color="#335", ms=5, ls="none")
+            ax.plot([r["at_high"]], [y], marker=">", color="#335", ms=5, ls="none")
+        lo_all = min(g["min"].min(), m) * 0.95
+        hi_all = max(g["max"].max(), m) * 1.05
+        plo, phi = float(g["pass_low"].iloc[0]), float(g["pass_high"].iloc[0])
+        ax.axvspan(max(plo, lo_all), min(phi, hi_all), color="#2a9d2a", alpha=0.13, lw=0, label="pass region")
+        ax.axvline(m, color="black", lw=1, label=f"simulated {m:.3g}")
+        ax.set_yticks(ys, [f"{r['label']} [{r['low']:.3g}, {r['high']:.3g}]"
+                           + (f"  flips at {r['flips_at']:.3g}" if np.isfinite(r["flips_at"]) else "")
+                           for _, r in g.iterrows()], fontsize=7)
+        ax.set_xlim(lo_all, hi_all)
+        ax.set_title(f"n={int(n)}, {st}: statistic (a/b) over each parameter's range, others nominal", fontsize=8)
+        ax.set_xlabel("the claim's statistic (simulated value scaled by the closed form; <: range's low end, >: high)",
+                      fontsize=7)
+        _legend(ax)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    _save(fig, path)
+
+
+#: the forest plot's estimate marker by where the runs ran (claims.csv ``runs_on``): a simulated
+#: verdict is a model prediction, drawn as a square; real ranks' measurement as a circle
+RUNS_ON_MARKERS = {"real": "o", "simulated": "s", "": "o"}
+RUNS_ON_LABELS = {"real": "real ranks (measured)", "simulated": "simulated (model prediction)"}
+
+
 def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
     """Forest plot of every claim x setting of a page (rows of
     :func:`distrepro_wf.evidence.plotted`, i.e. with an estimate): one panel per scale (ratios
@@ -508,8 +549,8 @@ def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
             c = STATUS_COLOURS.get(r["shown"], "#555")
             if np.isfinite(r["ci_low"]):
                 ax.plot([r["ci_low"], r["ci_high"]], [y, y], color=c, lw=2.2, solid_capstyle="butt")
-            ax.plot([r["measured"]], [y], marker="o", ms=6, color=c, mfc=c if r["shown"] != "provisional" else "white",
-                    label=None)
+            ax.plot([r["measured"]], [y], marker=RUNS_ON_MARKERS.get(r.get("runs_on") or "", "o"), ms=6, color=c,
+                    mfc=c if r["shown"] != "provisional" else "white", label=None)
             if np.isfinite(r["control_measured"]):
                 if np.isfinite(r["control_low"]):
                     ax.plot([r["control_low"], r["control_high"]], [y - 0.25, y - 0.25], color="#777", lw=1.2)
@@ -528,6 +569,9 @@ def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
         for st, c in STATUS_COLOURS.items():
             if st in set(g["shown"]):
                 ax.plot([], [], marker="o", color=c, mfc=c if st != "provisional" else "white", label=st)
+        for where, text in RUNS_ON_LABELS.items():  # marker shape: measured on real ranks or predicted
+            if "runs_on" in g and where in set(g["runs_on"]):
+                ax.plot([], [], marker=RUNS_ON_MARKERS[where], color="#555", ls="none", label=text)
         ax.set_yticks(ys, [f"{lab}" for lab in g["label"]], fontsize=7)
         ax.set_ylim(-0.8, len(g) - 0.2)
         if scale == "log":

@@ -84,6 +84,18 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def split_counts(summary: pd.DataFrame) -> list[dict[str, Any]]:
+    """The front page's verdicts counted apart (issue 24): claims judged on real ranks
+    (measurements) and on the simulated platform (model predictions), each with its count per
+    status shown."""
+    where = summary["runs_on"] if "runs_on" in summary else pd.Series("", index=summary.index)
+    out = []
+    for key, label in (("real", "real ranks (measured)"), ("simulated", "simulated (model predictions)")):
+        sel = summary[where == key]
+        out.append({"key": key, "label": label, "n": len(sel), "counts": sel["shown"].value_counts().to_dict()})
+    return out
+
+
 def _html_table(df: pd.DataFrame, cls: str = "table") -> str:
     if df.empty:
         return "<p><em>none</em></p>"
@@ -143,7 +155,8 @@ def claim_command(experiment: str, config: dict[str, Any], configfiles: list[str
     return (files[0], run_command(files, "results/tables/claims.csv")) if files else ("", "")
 
 
-def _claim_rows(results: pd.DataFrame, commands: dict[str, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+def _claim_rows(results: pd.DataFrame, commands: dict[str, tuple[str, str]] | None = None,
+                tornado_dir: Path | None = None, rel_to: Path | None = None) -> list[dict[str, Any]]:
     rows = []
     for _, r in results.iterrows():
         setting = ("" if pd.isna(r["nodes"]) else f"n={int(r['nodes'])}, {r['straggler']}")
@@ -165,8 +178,36 @@ def _claim_rows(results: pd.DataFrame, commands: dict[str, tuple[str, str]] | No
                      "published_note": "" if pd.isna(r["published_note"]) else r["published_note"],
                      "gap": _fmt(r["gap"], 3), "metric": r["metric"], "tta": evidence.fmt_tta(r),
                      "sources": str(r["sources"]).split(),
-                     "rerun": (commands or {}).get(r["experiment"], ("", ""))[1]})
+                     "rerun": (commands or {}).get(r["experiment"], ("", ""))[1], **_label_fields(r, tornado_dir, rel_to)})
     return rows
+
+
+def _text(r: Any, col: str) -> str:
+    v = r.get(col, "") if hasattr(r, "get") else ""
+    return v if isinstance(v, str) else ""
+
+
+def _label_fields(r: Any, tornado_dir: Path | None = None, rel_to: Path | None = None) -> dict[str, Any]:
+    """What a claim row is (issue 24): real ranks or simulated, a speed row's "measured (...)" or
+    "predicted (...)", the closed-form prediction beside it, the sensitivity verdict
+    ("holds across the ranges" / "flips when ..."), a published value fitted on, and the
+    tornado figure where one was drawn."""
+    cf = r.get("closed_form", math.nan) if hasattr(r, "get") else math.nan
+    cf = pd.to_numeric(pd.Series([cf]), errors="coerce").iloc[0]
+    return {"runs_on": _text(r, "runs_on"), "speed_result": _text(r, "speed_result"),
+            "closed_form": "" if pd.isna(cf) else _fmt(cf), "sensitivity": _text(r, "sensitivity"),
+            "published_fitted": _text(r, "published_fitted"), "tornado": _tornado_src(r, tornado_dir, rel_to)}
+
+
+#: where rule tornado draws (reports/figures/tornado/<claim>.png), relative to reports/
+TORNADO_DIR = Path("figures") / "tornado"
+
+
+def _tornado_src(r: Any, tornado_dir: Path | None, rel_to: Path | None) -> str:
+    if tornado_dir is None or rel_to is None:
+        return ""
+    png = tornado_dir / f"{r['claim']}.png"
+    return os.path.relpath(png, rel_to) if png.exists() else ""
 
 
 def _evidence_rows(frame: pd.DataFrame, page: str) -> list[dict[str, Any]]:
@@ -200,7 +241,7 @@ def _evidence_rows(frame: pd.DataFrame, page: str) -> list[dict[str, Any]]:
                                 else evidence.fmt_region(r["pass_low"], r["pass_high"])), "seeds": seeds,
                      "status": shown, "cls": STATUS_CLASS[shown], "reason": reason, "drawn": i in drawn.index,
                      "tta": evidence.fmt_tta(r),
-                     "scale": "log axis" if r["scale"] == "log" else "linear axis"})
+                     "scale": "log axis" if r["scale"] == "log" else "linear axis", **_label_fields(r)})
     return rows
 
 
@@ -351,7 +392,8 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
         elsewhere = [{"experiment": e, "page": home[e], "title": titles[home[e]]}
                      for e in dict.fromkeys(c["experiment"] for c in paper_claims) if e in home and e not in exps]
         page = env.get_template("paper.html.j2").render(
-            pid=pid, title=titles[pid], info=info, sections=sections, claims=_claim_rows(res, commands), elsewhere=elsewhere,
+            pid=pid, title=titles[pid], info=info, sections=sections,
+            claims=_claim_rows(res, commands, out_dir / TORNADO_DIR, page_dir), elsewhere=elsewhere,
             counts=summ["shown"].value_counts().to_dict(),
             published=_published_rows(numbers, paper_claims, results, exps, config),
             sources=published.sources[published.sources["key"].isin(srcs)].to_dict("records"),
@@ -383,6 +425,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
                                       if c in failed_df]]) if len(failed_df) else "",
         missing=missing.to_dict("records"), no_runs=no_runs, absent=_html_table(absent) if len(absent) else "",
         totals=summary["shown"].value_counts().to_dict(), n_claims=len(summary),
+        split=split_counts(summary),
         n_numbers=len(published.numbers), n_verified=int((published.numbers["verified"] == "yes").sum()),
         provenance=_html_table(pd.concat(prov).drop_duplicates()) if prov else "<p><em>no runs</em></p>",
         tables=csv_links(tables_dir, experiments, out_dir),

@@ -46,6 +46,11 @@ SLOWMO_TOL = 0.15
 VS_REAL_TOL = 0.15
 FIVE_MIN_S = 300.0
 
+#: published rows a platform parameter is fitted on (``sim_paper_rows.csv`` role ``fitted``,
+#: scripts/bench_sim_paper_rows.py): a simulated claim that sets this parameter never shows a row
+#: of it as its published value (:func:`distrepro_wf.claims.label_row`)
+FITTED_ROWS = {"slowmo_t2a_ar_tpi": "allreduce_efficiency", "sgp_v1_time_ar_n32": "allreduce_efficiency"}
+
 SGP_1PEER = {"name": "sgp", "topology": {"name": "exponential", "peers": 1}}
 OSGP_1PEER = {"name": "osgp", "tau": 1, "topology": {"name": "exponential", "peers": 1}}
 

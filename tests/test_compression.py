@@ -340,7 +340,8 @@ def test_compression_benchmark_rows_and_ratios():
     assert list(df.columns) == COLUMNS
     assert list(df["compressor"]) == ["sign", "sign_blockwise"] * 2 and list(df["threads"]) == [1, 1, 2, 2]
     gbps = 4 * 4096 / df["seconds"] / 1e9
-    assert ((gbps - df["input_gbps"]).abs() <= 1e-3 + 1e-2 * gbps).all()
+    # seconds are rounded to 1 us (a 4096-element call takes ~15 us: up to 3 % off), gbps to 1e-3
+    assert ((gbps - df["input_gbps"]).abs() <= 1e-3 + gbps * 0.6e-6 / (df["seconds"] - 0.5e-6)).all()
     assert ((df["ratio"] - df["input_gbps"] / df["memcpy_gbps"]).abs() <= 0.02 * df["ratio"] + 1e-3).all()
     # the fused kernels' graphs (what torch.compile is given) compute the compressor's output
     from distrepro_wf.compbench import _blockwise_sign_pack

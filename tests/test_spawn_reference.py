@@ -44,7 +44,7 @@ SPREAD = 0.05
 BUCKET_MB = 0.0013
 SGP2 = {"name": "exponential", "peers": 2}
 CASES = {  # name -> (nodes, algorithm, workload overrides)
-    "allreduce_sgd_3buckets": (4, {"name": "allreduce_sgd", "bucket_mb": BUCKET_MB}, WL),
+    "allreduce_sgd_3buckets": (4, {"name": "allreduce_sgd", "bucket_mb": BUCKET_MB, "first_bucket_mb": BUCKET_MB}, WL),
     "sgp_1peer": (4, {"name": "sgp", "init_spread": SPREAD}, WL),
     "sgp_2peer": (4, {"name": "sgp", "topology": SGP2, "init_spread": SPREAD}, WL),
     "osgp_tau1": (4, {"name": "osgp", "tau": 1, "init_spread": SPREAD}, WL),

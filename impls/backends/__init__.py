@@ -105,18 +105,40 @@ class ChargedClock(Clock):
     gossip arithmetic, compression) runs at this machine's real speed, which the
     simulator does not charge.
 
+    Overlap with backward (``allreduce_sgd``'s ``overlap_backward``): as on the simulated
+    clock, the step is its forward pass, ``1 - backward_fraction`` of ``step_s``, then its
+    backward pass; :meth:`backward_point` sleeps up to a bucket's point of the step before
+    its all-reduce starts, so the real and the simulated all-reduce start at the same point
+    of a step (without it the all-reduce would start after the real backward and hide
+    behind the charged sleep).
+
     ``step_s(batch)``: the profile's compute of one step (:meth:`impls.sim.profiles.Profile.step_time`)."""
 
-    def __init__(self, step_s: Callable[[Any], float], description: dict[str, Any] | None = None):
+    def __init__(self, step_s: Callable[[Any], float], description: dict[str, Any] | None = None,
+                 backward_fraction: float = 2 / 3):
         self._step_s = step_s
         self._description = description or {}
+        self._backward_fraction = backward_fraction
+        self._open: tuple[float, float] | None = None  # (step seconds, start) while compute() runs
 
     @contextmanager
     def compute(self, *what: Any) -> Iterator[None]:
         t0 = time.perf_counter()
-        yield
         batch = what[1] if len(what) > 1 else None
-        self.sleep(self._step_s(batch) - (time.perf_counter() - t0))
+        self._open = (self._step_s(batch), t0)  # one draw per step (jitter)
+        try:
+            yield
+        finally:
+            step, _ = self._open
+            self._open = None
+        self.sleep(step - (time.perf_counter() - t0))
+
+    def backward_point(self, fraction: float) -> None:
+        if self._open is None:
+            return
+        step, t0 = self._open
+        at = step * ((1.0 - self._backward_fraction) + self._backward_fraction * min(max(fraction, 0.0), 1.0))
+        self.sleep(at - (time.perf_counter() - t0))
 
     def describe(self) -> dict[str, Any]:
         return {**self._description, "kind": "wall clock, compute charged by a fixed profile (sleep to step_ms)"}

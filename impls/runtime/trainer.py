@@ -203,7 +203,7 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
         from ..sim.profiles import Profile, profile_config
 
         prof = Profile(profile_config(run.profile))
-        clock = ChargedClock(prof.step_time(run.seed, backend.rank), prof.describe())
+        clock = ChargedClock(prof.step_time(run.seed, backend.rank), prof.describe(), prof.cfg.backward_fraction)
     clock = clock if clock is not None else Clock()
     rank, workers = backend.rank, run.nodes
     roles = res.algorithm_cls.roles(workers, res.algorithm)

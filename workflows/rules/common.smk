@@ -33,7 +33,7 @@ if STUDIES and workflow.overwrite_configfiles:
 CONFIG_FILES = list(workflow.overwrite_configfiles) or (
     [f"{workflow.basedir}/{f}" for f in STUDY_CONFIGS] if STUDIES else [f"{workflow.basedir}/config/config.yaml"])
 #: the config files as a user names them (commands in the report)
-USER_CONFIG_FILES = list(workflow.overwrite_configfiles or []) or (STUDY_CONFIGS if STUDIES else [])
+USER_CONFIG_FILES = [str(f) for f in workflow.overwrite_configfiles or []] or (STUDY_CONFIGS if STUDIES else [])
 try:
     # strictly, first: a key defined twice (Snakemake's loader keeps the last silently)
     # or a YAML syntax error names the file, the line and the key

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any, Mapping
+
 import pandas as pd
+
+from impls.errors import ConfigError
 
 # Issue targets: gossip no slower than all-reduce without stragglers; AD-PSGD at most
 # half of all-reduce's step time with one 4x straggler.
@@ -25,3 +30,14 @@ def step_time_vs_allreduce(runs: pd.DataFrame) -> pd.DataFrame:
     out["ratio"] = (out["time_per_step_ms"] / out["allreduce_ms"]).round(4)
     out["target"] = [TARGETS.get((a, s), "") for a, s in zip(out["algorithm"], out["straggler"])]
     return out.sort_values(keys).reset_index(drop=True)
+
+
+def merge_spec(defaults: Mapping[str, Any], given: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
+    """A benchmark's settings: ``defaults`` with the config's keys (under ``key``) replacing
+    them; an unknown key is an error naming ``key`` and the allowed keys."""
+    spec = copy.deepcopy(dict(defaults))
+    unknown = sorted(set(given or {}) - set(spec))
+    if unknown:
+        raise ConfigError(key, f"unknown key(s) {unknown}; allowed keys: {', '.join(sorted(spec))}")
+    spec.update(copy.deepcopy(dict(given or {})))
+    return spec

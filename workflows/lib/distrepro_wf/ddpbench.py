@@ -16,11 +16,12 @@ Settings (``benchmarks.ddp_compare`` in the config; defaults :data:`DEFAULTS`):
 
 from __future__ import annotations
 
-import copy
 import sys
 from typing import Any, Mapping
 
 from impls.errors import ConfigError
+
+from .bench import merge_spec
 
 DEFAULTS: dict[str, Any] = {"models": ["mlp", "resnet20", "vgg16"], "nodes": [2, 4],
                             "steps": {"mlp": 100, "resnet20": 20, "vgg16": 5}, "repeats": 5, "batch": 32}
@@ -31,11 +32,7 @@ def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
     """:data:`DEFAULTS` with the config's keys replacing them; every error names the key."""
     from impls.models import MODELS, resnet_cifar, vgg_cifar  # noqa: F401  (their models register)
 
-    spec = copy.deepcopy(DEFAULTS)
-    unknown = sorted(set(given or {}) - set(spec))
-    if unknown:
-        raise ConfigError(KEY, f"unknown key(s) {unknown}; allowed keys: {', '.join(sorted(spec))}")
-    spec.update(copy.deepcopy(dict(given or {})))
+    spec = merge_spec(DEFAULTS, given, KEY)
     known = sorted(MODELS.names())
     if not isinstance(spec["models"], list) or not spec["models"]:
         raise ConfigError(f"{KEY}.models", f"expected a non-empty list of model names; known: {', '.join(known)}")

@@ -48,6 +48,8 @@ import pandas as pd
 
 from impls.errors import ConfigError
 
+from .bench import merge_spec
+
 from .yamlio import load_yaml
 
 log = logging.getLogger(__name__)
@@ -93,11 +95,7 @@ COLUMNS = ["workload", "config", "model", "data", "batch", "unit", "throughput",
 
 def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
     """:data:`DEFAULTS` with the config's keys replacing them (an unknown key is an error)."""
-    spec = copy.deepcopy(DEFAULTS)
-    unknown = sorted(set(given or {}) - set(spec))
-    if unknown:
-        raise ConfigError(KEY, f"unknown key(s) {unknown}; allowed keys: {', '.join(sorted(spec))}")
-    spec.update(copy.deepcopy(dict(given or {})))
+    spec = merge_spec(DEFAULTS, given, KEY)
     for label, e in spec["workloads"].items():
         bad = sorted(set(e or {}) - ENTRY_KEYS)
         if bad:

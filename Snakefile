@@ -5,7 +5,7 @@
 #   snakemake --cores 2 --configfile F.yaml  another grid (config/full/*.yaml for a cluster)
 #   snakemake --cores 2 bench                benchmarks -> results/bench/*.csv
 #   snakemake --cores 2 studies              every study config (config/*.yaml) into one report (~1 h)
-#   snakemake --profile workflows/profiles/slurm   real scale on Slurm
+#   snakemake --profile profiles/slurm   real scale on Slurm
 #   snakemake --report report.html           Snakemake's own report of the same figures
 import sys
 from pathlib import Path
@@ -39,7 +39,7 @@ include: "workflows/rules/translation.smk"
 report: "workflows/report/workflow.rst"
 
 
-# On a cluster (--profile workflows/profiles/slurm) only training is submitted; tables,
+# On a cluster (--profile profiles/slurm) only training is submitted; tables,
 # claims, figures and the report are made on the submitting machine.
 localrules:
     all,

@@ -1,6 +1,11 @@
 """Name -> class registries (the fairseq / Bagua pattern).
 
-An entry is registered under a snake_case name; looking up an unknown name raises
+An entry is registered under a snake_case name.  A registry given its ``package``
+discovers its entries: the first lookup imports every module of that package (files
+starting with ``_`` skipped; a module that registers nothing is a helper), so adding an
+entry is adding a file, with no import line to write anywhere.  With ``one_per_file``
+each module must register an entry under its own file name (the algorithm and
+compressor rule: one file, one entry).  Looking up an unknown name raises
 :class:`~impls.errors.ConfigError` listing every known name, and :meth:`Registry.build`
 checks a spec's arguments against the entry's signature first, so a typo is an error
 naming the key and the allowed ones rather than a ``TypeError`` deep in a job.
@@ -19,11 +24,13 @@ _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, key: str):
+    def __init__(self, kind: str, key: str, package: str | None = None, one_per_file: bool = False):
         self.kind = kind  # e.g. "algorithm"
         self.key = key  # config key that selects an entry, e.g. "algorithm.name"
+        self.package = package  # where the entries live (discovered on first use); None: declared beside it
+        self.one_per_file = one_per_file
         self._entries: dict[str, T] = {}
-        self._package_loaded = False
+        self._package_loaded = package is None
 
     def register(self, name: str) -> Callable[[T], T]:
         if not _SNAKE.match(name):
@@ -38,6 +45,7 @@ class Registry(Generic[T]):
         return deco
 
     def get(self, name: str) -> T:
+        self.discover()
         try:
             return self._entries[name]
         except KeyError:
@@ -71,26 +79,27 @@ class Registry(Generic[T]):
         fn = getattr(entry, "probe", entry) if probe else entry
         return fn(*args, **kwargs, **spec)
 
-    def load_package(self, package: str, path: Any) -> "Registry[T]":
-        """Import every module of ``package`` (its ``__path__``: one entry per file, ``_``-prefixed
-        files skipped) once, and check that each registers an entry under its file name, the
-        one-file-one-entry rule of the algorithm and compressor packages."""
+    def discover(self) -> "Registry[T]":
+        """Import every module of ``self.package`` once (``_``-prefixed files skipped); with
+        ``one_per_file``, check that each registers an entry named after its file."""
         if not self._package_loaded:
             import importlib
             import pkgutil
 
-            for info in pkgutil.iter_modules(path):
+            self._package_loaded = True  # before the imports: a module may look the registry up
+            pkg = importlib.import_module(self.package)
+            for info in pkgutil.iter_modules(pkg.__path__):
                 if info.name.startswith("_"):
                     continue
-                importlib.import_module(f"{package}.{info.name}")
-                if info.name not in self._entries:
-                    raise RuntimeError(f"{package.replace('.', '/')}/{info.name}.py registers no {self.kind} "
+                importlib.import_module(f"{self.package}.{info.name}")
+                if self.one_per_file and info.name not in self._entries:
+                    self._package_loaded = False
+                    raise RuntimeError(f"{self.package.replace('.', '/')}/{info.name}.py registers no {self.kind} "
                                        f"named {info.name!r}")
-            self._package_loaded = True
         return self
 
     def names(self) -> list[str]:
-        return sorted(self._entries)
+        return sorted(self.discover()._entries)
 
     def __contains__(self, name: str) -> bool:
-        return name in self._entries
+        return name in self.discover()._entries

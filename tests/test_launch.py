@@ -206,7 +206,7 @@ def test_slurm_dry_run_shows_each_jobs_size(tmp_path):
         (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
         return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(root / "Snakefile"), "-d", str(tmp_path),
                                "--configfile", str(tmp_path / "c.yaml"), "--profile",
-                               str(root / "workflows/profiles/slurm"), "-n", *args],
+                               str(root / "profiles/slurm"), "-n", *args],
                               capture_output=True, text=True, timeout=300)
 
     for attempt in (1, 2):

@@ -74,7 +74,7 @@ LOCAL = {**GRID, "launcher": {"kind": "local", "timeout_s": 300, "backend": "glo
 SLURM = {**GRID, "launcher": {"kind": "slurm", "timeout_s": 300, "gpus_per_node": 2, "emulate_nodes": True,
                               "backend": "gloo", "mem_mb_per_rank": 400, "mem_mb_simulated": 600}}
 # test speed only: the first status check after 1 s (the profile's 40 s suits a real cluster)
-SLURM_ARGS = ["--profile", str(ROOT / "workflows/profiles/slurm"), "--slurm-status-command", "squeue",
+SLURM_ARGS = ["--profile", str(ROOT / "profiles/slurm"), "--slurm-status-command", "squeue",
               "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1"]
 KEYS = ["experiment", "method", "nodes", "straggler", "seed"]
 
@@ -183,7 +183,7 @@ def ranks(workdir: Path, experiment: str, method: str, nodes: int, straggler: st
 
 def test_pipeline_on_slurm_equals_local_and_survives_a_killed_job(slurm, tmp_path):
     t0 = time.time()
-    local = snakemake(tmp_path / "local", LOCAL, "--profile", str(ROOT / "workflows/profiles/local"))
+    local = snakemake(tmp_path / "local", LOCAL, "--profile", str(ROOT / "profiles/local"))
     # bad input, beside: a partition Slurm does not know (Slurm's message, at once, no hang),
     # and the Slurm profile with a local launcher (refused before anything is submitted)
     partition = snakemake(tmp_path / "bad-partition", SLURM, *SLURM_ARGS, "--retries", "0", "--until", "train",

@@ -11,13 +11,13 @@ from typing import Any, Mapping
 from ..dataclass_config import from_dict
 from ..registry import Registry
 
-ALGORITHMS: Registry = Registry("algorithm", "algorithm.name")
+ALGORITHMS: Registry = Registry("algorithm", "algorithm.name", package=__name__, one_per_file=True)
 register = ALGORITHMS.register
 
 
 def load_all() -> Registry:
     """Import every algorithm module once; check that each registers under its file name."""
-    return ALGORITHMS.load_package(__name__, __path__)
+    return ALGORITHMS.discover()
 
 
 def get_algorithm(name: str):

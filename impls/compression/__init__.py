@@ -48,7 +48,7 @@ import torch
 from ..dataclass_config import from_dict
 from ..registry import Registry
 
-COMPRESSORS: Registry = Registry("compressor", "compressor.name")
+COMPRESSORS: Registry = Registry("compressor", "compressor.name", package=__name__, one_per_file=True)
 register = COMPRESSORS.register
 _BIT_WEIGHTS = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8)
 # Eight 0/1 bytes read as one little-endian int64 ``v = sum b_i << 8i``: ``v * _GATHER`` puts
@@ -235,7 +235,7 @@ class ErrorFeedback(Compressor):
 
 def load_all() -> Registry:
     """Import every compressor module once; check that each registers under its file name."""
-    return COMPRESSORS.load_package(__name__, __path__)
+    return COMPRESSORS.discover()
 
 
 def build(spec: Mapping[str, Any], key: str = "compressor", seed: int = 0,

@@ -38,7 +38,7 @@ from torch.utils.data import Dataset
 
 from ..registry import Registry
 
-DATASETS: Registry = Registry("dataset", "workload.dataset.name")
+DATASETS: Registry = Registry("dataset", "workload.dataset.name", package=__name__)
 
 
 @dataclass
@@ -52,8 +52,6 @@ class DataBundle:
 def build_dataset(spec: dict[str, Any], probe: bool = False) -> DataBundle:
     """The dataset of ``workload.dataset``; ``probe``: only what validation needs, cheaply
     (a large on-disk dataset checks its layout and may return ``train=None``)."""
-    from . import digits, mnist, synthetic, vision  # noqa: F401  (register)
-
     spec = dict(spec)
     spec.pop("partition", None)  # how the data is split across ranks: see sampler.build_sampler
     return DATASETS.build(spec, probe=probe)

@@ -18,12 +18,10 @@ from torch import nn
 
 from ..registry import Registry
 
-MODELS: Registry = Registry("model", "workload.model.name")
+MODELS: Registry = Registry("model", "workload.model.name", package=__name__)
 
 
 def build_model(spec: dict[str, Any], input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    from . import resnet_cifar, vgg_cifar  # noqa: F401  (register)
-
     return MODELS.build(spec, input_shape=input_shape, num_classes=num_classes)
 
 

@@ -40,7 +40,7 @@ from ..dataclass_config import from_dict
 from ..errors import ConfigError
 from ..registry import Registry
 
-OPTIMIZERS: Registry = Registry("optimizer", "workload.optimizer.name")
+OPTIMIZERS: Registry = Registry("optimizer", "workload.optimizer.name", package=__name__)
 register = OPTIMIZERS.register
 _KEY = "workload.optimizer"
 
@@ -69,17 +69,11 @@ class LocalOptimizer:
         raise NotImplementedError
 
 
-def _load() -> Registry:
-    from . import adam, lars, sgd  # noqa: F401  (register)
-
-    return OPTIMIZERS
-
-
 def optimizer_config(spec: Mapping[str, Any] | None, key: str = _KEY) -> Any:
     """The typed config of ``workload.optimizer`` (``name`` defaults to ``sgd``)."""
     spec = dict(spec or {})
     spec.setdefault("name", "sgd")
-    cls = _load().get(spec["name"])
+    cls = OPTIMIZERS.get(spec["name"])
     return from_dict(cls.Config, spec, key)
 
 
@@ -90,7 +84,7 @@ def build_optimizer(cfg: Any, params: Iterable[torch.nn.Parameter],
     ``l2_outside``: the caller adds a coupled L2 term to the gradient itself (see the
     module docstring); the returned coefficient is then the optimizer's, else 0.
     """
-    cls = _load().get(cfg.name)
+    cls = OPTIMIZERS.get(cfg.name)
     wd = cfg.weight_decay
     if l2_outside and not cls.decoupled_weight_decay:
         return cls.from_config(cfg, params, 0.0), wd

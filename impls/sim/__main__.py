@@ -49,9 +49,8 @@ def _preload(config: str) -> None:
     try:
         with open(config) as f:
             task = (json.load(f).get("workload") or {}).get("task") or {}
-        from ..tasks import _load
+        from ..tasks import TASKS as tasks
 
-        tasks = _load()
         if task.get("name") in tasks:
             tasks.get(task["name"]).preload()
     except Exception:  # noqa: BLE001  the child meets (and reports) any problem itself
@@ -70,6 +69,13 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
 
     load_all()
     load_compressors()
+    from ..data import DATASETS
+    from ..models import MODELS
+    from ..optim import OPTIMIZERS
+    from ..tasks import TASKS
+
+    for registry in (DATASETS, MODELS, OPTIMIZERS, TASKS):
+        registry.discover()  # their modules, imported once here rather than in every child
     for line in stdin:
         if not line.strip():
             continue

@@ -34,7 +34,7 @@ from torch.utils.data import Dataset
 from ..dataclass_config import from_dict
 from ..registry import Registry
 
-TASKS: Registry = Registry("task", "workload.task.name")
+TASKS: Registry = Registry("task", "workload.task.name", package=__name__)
 
 
 class Task:
@@ -72,15 +72,9 @@ class Task:
         raise NotImplementedError
 
 
-def _load() -> Registry:
-    from . import classification, finite_sum, translation  # noqa: F401  (register)
-
-    return TASKS
-
-
 def build_task(workload: Any, device: torch.device = torch.device("cpu")) -> Task:
     """The task of a resolved workload (``workload.task``, default classification)."""
     spec: Mapping[str, Any] = dict(workload.task or {})
     spec = {"name": "classification", **spec}
-    cls = _load().get(spec["name"])
+    cls = TASKS.get(spec["name"])
     return cls(from_dict(cls.Config, spec, "workload.task"), workload, device)

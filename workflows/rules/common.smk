@@ -132,7 +132,7 @@ def check_executor(name):
     local every group would be a one-node job of default size."""
     if name == "slurm" and LAUNCHER.get("kind", "local") != "slurm":
         raise WorkflowError(f"invalid configuration: launcher.kind: {LAUNCHER.get('kind', 'local')!r} under the "
-                            "Slurm executor (--profile workflows/profiles/slurm); set launcher.kind: slurm, with "
+                            "Slurm executor (--profile profiles/slurm); set launcher.kind: slurm, with "
                             "gpus_per_node, backend, cpus_per_rank and mem_mb_per_rank, so that each train job asks "
                             "for the nodes it needs")
 

@@ -70,7 +70,7 @@ def torchrun_command(nodes: int, plan_path: str, launcher: Mapping[str, Any] | N
         return standalone
     if "SLURM_JOB_ID" not in env:
         raise ValueError(f"launcher.kind: slurm: {nodes} ranks on {hosts} hosts need a Slurm job of {hosts} nodes; "
-                         "run with --profile workflows/profiles/slurm (or use launcher.kind: local)")
+                         "run with --profile profiles/slurm (or use launcher.kind: local)")
     if launcher.get("emulate_nodes"):
         srun = ["srun", "--nodes=1", f"--ntasks={hosts}", "--overcommit"]
     else:

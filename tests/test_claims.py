@@ -871,18 +871,43 @@ def test_tta_table_counts_every_run_and_compares_with_log_rank():
     runs = _tta_runs([1.0, 1.1, 1.2, 1.3, None], [2.0, 2.1, 2.2, 2.3, 2.4])
     runs = pd.concat([runs, _tta_runs([None] * 5, [None] * 5).query("method == 'sgp_1peer'")
                       .assign(method="dpsgd")], ignore_index=True)
-    t = tta_table(runs).set_index("method")
+    t = tta_table(runs, "allreduce_sgd").set_index("method")
     assert (t.loc["sgp_1peer", "reached"], t.loc["sgp_1peer", "runs"], t.loc["dpsgd", "reached"]) == (4, 5, 0)
     assert (t.loc["sgp_1peer", "median_s"], t.loc["allreduce_sgd", "median_s"]) == (1.2, 2.2)
     assert math.isnan(t.loc["dpsgd", "median_s"]) and t.loc["dpsgd", "median_high_s"] == math.inf
     assert t.loc["sgp_1peer", "speedup"] == pytest.approx(2.2 / 1.2) and math.isnan(t.loc["sgp_1peer", "speedup_low"])
     assert t.loc["dpsgd", "logrank_p"] == pytest.approx(0.0018419, abs=1e-6)  # AR-SGD arrives, dpsgd never
-    rows = {r["method"]: r for r in tta_display(tta_table(runs), "simulated time")}
+    rows = {r["method"]: r for r in tta_display(tta_table(runs, "allreduce_sgd"), "simulated time", "allreduce_sgd")}
     assert rows["sgp_1peer"]["reached"] == "4 of 5" and rows["sgp_1peer"]["miss"]
     assert rows["dpsgd"]["median"].startswith("undefined") and rows["dpsgd"]["speedup"] == "n/a"
     assert rows["allreduce_sgd"]["speedup"] == "1 (baseline)" and rows["allreduce_sgd"]["p"] == ""
     # a workload without a target: no table (not a table of misses)
-    assert tta_table(runs.assign(target_value=np.nan)).empty
+    assert tta_table(runs.assign(target_value=np.nan), "allreduce_sgd").empty
+    # the baseline is the config's (report.baseline), not a name in the code
+    from distrepro_wf.config import report_settings
+
+    base = report_settings({"report": {"baseline": "sgp_1peer"}})["baseline"]
+    rows = {r["method"]: r for r in tta_display(tta_table(runs, base), "simulated time", base)}
+    assert rows["sgp_1peer"]["speedup"] == "1 (baseline)" and rows["allreduce_sgd"]["speedup"] != "1 (baseline)"
+
+
+def test_report_settings_come_from_config_over_the_schema_default():
+    """Colours and the baseline are config (schema default: the house colours, AR-SGD blue):
+    a config colours a new method and keeps the others; a malformed colour is refused naming
+    the key."""
+    from distrepro_wf.config import check_schema, report_settings
+    from distrepro_wf.plots import method_colour
+
+    assert report_settings(None)["baseline"] == "allreduce_sgd"
+    assert method_colour("allreduce_sgd") == "#1f77b4"
+    cfg = {"report": {"colours": {"my_method": "#123456", "allreduce_sgd": "#000000"}}}
+    assert (method_colour("my_method", cfg), method_colour("allreduce_sgd", cfg), method_colour("dpsgd", cfg)) == \
+        ("#123456", "#000000", "#2ca02c")
+    assert method_colour("unlisted") == method_colour("unlisted", cfg)  # a stable hash colour
+    base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    check_schema({**base, "report": cfg["report"]})
+    with pytest.raises(ConfigError, match=r"report\.colours\.x"):
+        check_schema({**base, "report": {"colours": {"x": "blue"}}})
 
 
 # ------------------------------------------------------------------ like for like (issue 24 item 3)

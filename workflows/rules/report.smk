@@ -9,9 +9,10 @@ BENCH_TABLES = [f"results/bench/{n}.csv" for n in ("allreduce_vs_ddp", "max_rank
                                                     "sim_cost_model", "sim_slowmo_table2a", "sim_paper_rows", "sim_scale", "sim_vs_real",
                                                     "compression_throughput", "ps_server_throughput", "ps_tta_vs_sync",
                                                     "workload_throughput")]
-BENCH_TABLES += ["results/bench/katyusha_x.csv"] if "katyusha_x" in EXPERIMENTS else []  # config/katyusha_x.yaml
-# the translation benchmark (fairseq-preprocess, then a short CPU training): with config/translation.yaml
-BENCH_TABLES += ["results/bench/translation.csv"] if {"translation", "translation_sim"} & set(EXPERIMENTS) else []
+# and the optional ones an experiment asks for (experiments.<e>.benchmarks: e.g. config/katyusha_x.yaml,
+# config/translation.yaml's fairseq-preprocess + short CPU training)
+BENCH_TABLES += sorted({f"results/bench/{b}.csv" for e in EXPERIMENTS
+                        for b in config["experiments"][e].get("benchmarks", [])})
 # the all-reduce study's tables (rule allreduce_study, bench.smk; not run by default): shown when present
 STUDY_TABLES = ["results/bench/allreduce_claims.csv", "results/bench/allreduce_winners_grid.csv"]
 from distrepro_wf.plots import FIGURES as FIGURE_FUNCTIONS, FOREST_PAGES

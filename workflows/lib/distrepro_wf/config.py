@@ -21,6 +21,7 @@ spectral gap, an O(n^2)-memory metric, is computed when a run first reports it).
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 from pathlib import Path
@@ -72,6 +73,19 @@ def check_config_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
 def load_schema() -> dict[str, Any]:
     with open(SCHEMA_PATH) as f:
         return yaml.safe_load(f)
+
+
+@functools.lru_cache(maxsize=1)
+def _report_default() -> dict[str, Any]:
+    return load_schema()["properties"]["report"]["default"]
+
+
+def report_settings(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The config's ``report`` section over the schema's default (its ``colours`` merged key
+    by key, so a config may colour one new method and keep the house colours)."""
+    default = _report_default()
+    given = dict((config or {}).get("report") or {})
+    return {**default, **given, "colours": {**default["colours"], **(given.get("colours") or {})}}
 
 
 def _schema_at(schema: dict[str, Any], path: Iterable[Any]) -> dict[str, Any]:

@@ -35,7 +35,6 @@ import pandas as pd
 from . import claims as wfclaims
 from .survival import km_median
 
-BASELINE = "allreduce_sgd"
 #: the contract's new claims.csv columns and their value when an older claims.csv lacks them
 CLAIM_DEFAULTS = {"page": None, "mechanism": "", "pass_low": math.nan, "pass_high": math.nan, "scale": None,
                   "control": "", "control_measured": math.nan, "control_low": math.nan, "control_high": math.nan,
@@ -111,7 +110,7 @@ def panels(frame: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
 
 # ------------------------------------------------------------------------------- time to accuracy
 
-def tta_table(runs: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
+def tta_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Time to accuracy per (method, nodes, straggler), every run counted: a run that never
     reached the target is censored at its last evaluation (:func:`distrepro_wf.claims.censored_times`),
     never dropped nor imputed.  Per row: runs and how many reached the target, the Kaplan-Meier
@@ -159,7 +158,7 @@ def _secs(v: float) -> str:
     return "not reached" if v == math.inf else "n/a" if math.isnan(v) else f"{v:.4g}"
 
 
-def tta_display(t: pd.DataFrame, time_word: str, baseline: str = BASELINE) -> list[dict[str, Any]]:
+def tta_display(t: pd.DataFrame, time_word: str, baseline: str) -> list[dict[str, Any]]:
     """:func:`tta_table` as the report's rows (text cells, "n/a" where there is no number;
     "undefined" for a median that fewer than half the runs reach)."""
     out = []

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .config import report_settings
+
 _PYPLOT = None
 
 
@@ -43,9 +45,6 @@ def _plt():
         _PYPLOT = matplotlib.pyplot
     return _PYPLOT
 
-#: methods in the order of the config; the first ones get the most distinct colours
-KNOWN_METHODS = ["allreduce_sgd", "sgp_1peer", "dpsgd", "osgp", "sgp_2peer", "adpsgd", "d2", "serial_sgd",
-                 "ps_sync", "allreduce_lars", "allreduce_sgd_labels", "dpsgd_labels", "d2_labels"]
 _PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f",
             "#bcbd22", "#17becf", "#aec7e8", "#98df8a", "#f7b6d2", "#c49c94", "#dbdb8d", "#9edae5"]
 _STYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 3))]
@@ -53,12 +52,12 @@ STATUS_COLOURS = {"reproduced": "#1b7a1b", "not reproduced": "#b01515", "inconcl
                   "provisional": "#3a4fa0", "not comparable": "#888888"}
 
 
-def method_colour(method: str) -> str:
-    """The method's colour in every figure: a fixed palette slot for the configured methods,
-    a stable hash of the name for any other (the same name always gets the same colour)."""
-    if method in KNOWN_METHODS:
-        return _PALETTE[KNOWN_METHODS.index(method) % len(_PALETTE)]
-    return _PALETTE[zlib.crc32(method.encode()) % len(_PALETTE)]
+def method_colour(method: str, config: dict[str, Any] | None = None) -> str:
+    """The method's colour in every figure: the config's ``report.colours`` (over the schema's
+    house colours: AR-SGD the same blue everywhere), else a stable hash of the name (the same
+    name always gets the same colour)."""
+    colours = report_settings(config)["colours"]
+    return colours.get(method) or _PALETTE[zlib.crc32(method.encode()) % len(_PALETTE)]
 
 
 def nodes_style(nodes: int) -> Any:
@@ -145,13 +144,14 @@ def _xcol(ep: pd.DataFrame) -> tuple[str, pd.Series]:
     return "epoch", ep["epoch"].astype(float) + 1
 
 
-def _band(ax, g: pd.DataFrame, x: str, y: str, factor: float, m: str, n: int, label: str) -> None:
+def _band(ax, g: pd.DataFrame, x: str, y: str, factor: float, m: str, n: int, label: str,
+          config: dict[str, Any] | None = None) -> None:
     """Mean over seeds and a min-max band, per evaluation point (rows of the same point across
     seeds share ``_pt``: epoch or step); x is the mean of x at that point."""
     st = g.groupby("_pt").agg(x=(x, "mean"), mean=(y, "mean"), lo=(y, "min"), hi=(y, "max")).dropna()
     if st.empty:
         return
-    c, ls = method_colour(m), nodes_style(n)
+    c, ls = method_colour(m, config), nodes_style(n)
     ax.plot(st["x"], st["mean"] * factor, color=c, ls=ls, lw=1.4, label=label)
     if g["seed"].nunique() > 1:
         ax.fill_between(st["x"], st["lo"] * factor, st["hi"] * factor, color=c, alpha=0.15, lw=0)
@@ -182,9 +182,9 @@ def loss_vs_epoch(ep: pd.DataFrame, path: Path, config: dict[str, Any] | None = 
     ax = dict(zip(panels, axes[0]))
     for (m, n), g in sub.groupby(["method", "nodes"]):
         if has_loss and g["loss/train"].notna().any():
-            _band(ax["loss"], g, "_x", "loss/train", 1.0, m, n, _label(m, n))
+            _band(ax["loss"], g, "_x", "loss/train", 1.0, m, n, _label(m, n), config)
         if has_quality:
-            _band(ax["quality"], g, "_x", key, factor, m, n, _label(m, n))
+            _band(ax["quality"], g, "_x", key, factor, m, n, _label(m, n), config)
     if has_loss:
         pos = (sub["loss/train"].dropna() > 0).all()
         ax["loss"].set(xlabel="epoch", ylabel="training loss", yscale="log" if pos else "linear")
@@ -207,7 +207,7 @@ def acc_vs_wall(ep: pd.DataFrame, path: Path, config: dict[str, Any] | None = No
     key, label, scale, factor = _quality(ep)
     for ax, s in zip(axes[0], ss):
         for (m, n), g in ep[ep["straggler"] == s].groupby(["method", "nodes"]):
-            _band(ax, g, "time/wall_s", key, factor, m, n, _label(m, n))
+            _band(ax, g, "time/wall_s", key, factor, m, n, _label(m, n), config)
         ax.set(xlabel=f"{_time_word(ep)} (s)", title=f"straggler: {s}", yscale=scale)
     axes[0][0].set_ylabel(label)
     _legend(axes[0][-1])
@@ -226,7 +226,7 @@ def epoch_time_vs_nodes(runs: pd.DataFrame, path: Path, config: dict[str, Any] |
             # mean a rounding error above the max or below the min, which errorbar refuses
             lo, hi = (st["mean"] - st["min"]).clip(lower=0), (st["max"] - st["mean"]).clip(lower=0)
             ax.errorbar(st.index, st["mean"], yerr=[lo, hi], marker="o",
-                        capsize=3, label=m, color=method_colour(m))
+                        capsize=3, label=m, color=method_colour(m, config))
         ax.set(xlabel="nodes (workers)", title=f"straggler: {s}")
         ax.set_xscale("log", base=2)
     axes[0][0].set_ylabel(f"{_time_word(runs)} per epoch (s)\nmean, whiskers min-max over seeds")
@@ -278,8 +278,8 @@ def scaling(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = None
     for m, g in t.groupby("method"):
         if len(g) < 2:
             continue
-        axes[0].plot(g["nodes"], g["speedup"], marker="o", color=method_colour(m), label=m)
-        axes[1].plot(g["nodes"], g["efficiency"] * 100, marker="o", color=method_colour(m), label=m)
+        axes[0].plot(g["nodes"], g["speedup"], marker="o", color=method_colour(m, config), label=m)
+        axes[1].plot(g["nodes"], g["efficiency"] * 100, marker="o", color=method_colour(m, config), label=m)
     t = t[t.groupby("method")["nodes"].transform("nunique") >= 2]
     ns = np.array(sorted(set(t["nodes"])), float)
     for i, n0 in enumerate(sorted(set(t.groupby("method")["nodes"].min()))):
@@ -330,7 +330,7 @@ def straggler_sensitivity(runs: pd.DataFrame, path: Path, config: dict[str, Any]
         xs = sorted((fac[s], t[s] / t["none"]) for s in known if s in t.index)
         if len(xs) < 2:
             continue
-        ax.plot([x for x, _ in xs], [y for _, y in xs], marker="o", ms=4, color=method_colour(m), ls=nodes_style(n),
+        ax.plot([x for x, _ in xs], [y for _, y in xs], marker="o", ms=4, color=method_colour(m, config), ls=nodes_style(n),
                 label=_label(m, n))
     fs = sorted(set(fac[s] for s in known))
     ax.plot(fs, fs, color="#444", lw=0.8, ls=":", label="waits for the straggler (y = factor)")
@@ -398,7 +398,7 @@ def time_breakdown(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None
     labels = [f"{m} n={n} {s}" for m, n, s in zip(t["method"], t["nodes"], t["straggler"])]
     ax.set_xticks(x, labels, rotation=40, ha="right", fontsize=7)
     for tick, m in zip(ax.get_xticklabels(), t["method"]):
-        tick.set_color(method_colour(m))
+        tick.set_color(method_colour(m, config))
     ax.set(ylabel=f"{_time_word(runs)} per epoch (s), mean over seeds")
     _legend(ax)
     _save(fig, path)
@@ -438,7 +438,7 @@ def to_target(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None = No
         for (m, n), g in sub.groupby(["method", "nodes"]):
             mean, lo, hi = _mean_ci(g[col]) if col in g else (np.nan, np.nan, np.nan)
             labels.append(_label(m, n))
-            colours.append(method_colour(m))
+            colours.append(method_colour(m, config))
             means.append(0.0 if np.isnan(mean) else mean)
             errs[0].append(0.0 if np.isnan(lo) else mean - lo)
             errs[1].append(0.0 if np.isnan(hi) else hi - mean)
@@ -607,7 +607,7 @@ def staleness(st: pd.DataFrame, path: Path, config: dict[str, Any] | None = None
         g0 = st[st["straggler"] == strag]
         for (m, n, slow), g in g0.groupby(["method", "nodes", "slow"]):
             h = g.groupby("staleness")["pushes"].sum().sort_index()
-            ax.step(h.index, h.values / h.sum(), where="mid", color=method_colour(m), ls="--" if slow else "-",
+            ax.step(h.index, h.values / h.sum(), where="mid", color=method_colour(m, config), ls="--" if slow else "-",
                     label=_label(m, n) + (" (slow worker)" if slow else ""))
         ax.set_xlabel("staleness (updates since the worker's read)")
         ax.set_ylabel("share of applied pushes")

@@ -37,7 +37,7 @@ from . import evidence
 from .pages import paper_of_experiment
 from .plots import FIGURES as FIGURE_FUNCTIONS, _time_word, bytes_column, figure_notes
 from .published import Published, defining_files, run_command
-from .config import WORKFLOW_DIR, expand
+from .config import WORKFLOW_DIR, expand, report_settings
 
 TEMPLATES = WORKFLOW_DIR / "report" / "templates"
 HARNESS_PAGE = "harness"
@@ -319,7 +319,8 @@ def _experiment_section(e: str, config: dict[str, Any], tables_dir: Path, out_di
         f["missing"], f["note"] = figure_notes(out_dir / "figures" / e / f"{f['name']}.png")
     wl = config["workloads"].get(exp["workload"], {})
     time_word = _time_word(runs) if not runs.empty else "time"
-    tta = evidence.tta_display(evidence.tta_table(runs), time_word)
+    baseline = report_settings(config)["baseline"]  # config's report.baseline (schema default: allreduce_sgd)
+    tta = evidence.tta_display(evidence.tta_table(runs, baseline), time_word, baseline)
     target = (f"{runs['target_metric'].dropna().iloc[0]} >= {runs['target_value'].dropna().iloc[0]:g}"
               if not runs.empty and "target_value" in runs and runs["target_value"].notna().any() else "n/a")
     section = {"where": where_text(exp), "tta": tta, "tta_target": target, "time_word": time_word,

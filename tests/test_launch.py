@@ -227,3 +227,20 @@ def test_slurm_dry_run_shows_each_jobs_size(tmp_path):
     assert proc.returncode != 0
     assert "invalid configuration: launcher.gpus_per_node: nodes=5 is not a multiple of the 3 Slurm nodes" in \
         proc.stdout + proc.stderr
+
+
+def test_one_builder_spells_every_torchrun_command():
+    """Every launch, benchmark and rerun command comes from distrepro_wf.launch (torchrun /
+    standalone / run_command / torchrun_command): no other file of the pipeline or library
+    spells out a torchrun (issue 25: it was built in 7 places)."""
+    from conftest import ROOT
+    from distrepro_wf.launch import run_command, standalone
+
+    assert run_command(3, "c.json", "o", python="py") == [
+        "py", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3", "-m", "impls.run",
+        "--config", "c.json", "--out", "o"]
+    assert standalone(2, "-m", "impls.bench", "--steps", 5, python="py")[-2:] == ["--steps", "5"]
+    spelled = sorted(str(p.relative_to(ROOT)) for d in ("impls", "workflows", "scripts")
+                     for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".smk", ".sh")
+                     and "torch.distributed.run" in p.read_text() and p.name != "launch.py")
+    assert spelled == [], spelled

@@ -10,12 +10,13 @@ import logging
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
+
+from distrepro_wf.launch import run_command
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")
@@ -28,8 +29,7 @@ for n in spec.get("nodes", [2, 4, 8, 16]):
         cfg = {"experiment": "bench", "method": "allreduce_sgd", "nodes": n, "seed": 1,
                "algorithm": {"name": "allreduce_sgd"}, "workload": workload, "straggler": {"kind": "none"}}
         Path(d, "cfg.json").write_text(json.dumps(cfg))
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
-               "-m", "impls.run", "--config", f"{d}/cfg.json", "--out", f"{d}/out"]
+        cmd = run_command(n, f"{d}/cfg.json", f"{d}/out")
         t0 = time.time()
         with open(sm.log[0], "a") as log:
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=1200).returncode

@@ -30,6 +30,8 @@ import pandas as pd
 
 from impls.errors import ConfigError
 
+from .launch import standalone
+
 REPO = Path(__file__).resolve().parents[3]
 KEYS = {"platforms", "nodes", "sizes", "algorithms", "real", "claims"}
 REAL_KEYS = {"nodes", "sizes", "reps"}
@@ -115,9 +117,8 @@ def real_rows(n: int, sizes: Iterable[float], algorithms: Iterable[str], reps: i
     """:func:`impls.allreduce_bench.real_times` in one ``torchrun --standalone`` launch of ``n`` ranks."""
     out = Path(workdir, f"real_n{n}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
-           "-m", "impls.allreduce_bench", "real", "--sizes", ",".join(repr(float(s)) for s in sizes),
-           "--algorithms", ",".join(algorithms), "--reps", str(reps), "--out", str(out)]
+    cmd = standalone(n, "-m", "impls.allreduce_bench", "real", "--sizes", ",".join(repr(float(s)) for s in sizes),
+                     "--algorithms", ",".join(algorithms), "--reps", str(reps), "--out", str(out))
     with open(log, "a") as f:
         f.write(f"$ {' '.join(cmd)}\n")
         f.flush()

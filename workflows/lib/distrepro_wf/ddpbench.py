@@ -16,12 +16,12 @@ Settings (``benchmarks.ddp_compare`` in the config; defaults :data:`DEFAULTS`):
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Mapping
 
 from impls.errors import ConfigError
 
 from .bench import merge_spec
+from .launch import standalone
 
 DEFAULTS: dict[str, Any] = {"models": ["mlp", "resnet20", "vgg16"], "nodes": [2, 4],
                             "steps": {"mlp": 100, "resnet20": 20, "vgg16": 5}, "repeats": 5, "batch": 32}
@@ -58,7 +58,6 @@ def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def commands(spec: Mapping[str, Any], out: str) -> list[list[str]]:
     """One torchrun command per (model, nodes), appending its row to ``out``."""
-    return [[sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
-             "-m", "impls.bench", "ddp", "--out", str(out), "--model", m, "--steps", str(spec["steps"][m]),
-             "--repeats", str(spec["repeats"]), "--batch", str(spec["batch"])]
+    return [standalone(n, "-m", "impls.bench", "ddp", "--out", out, "--model", m, "--steps", spec["steps"][m],
+                       "--repeats", spec["repeats"], "--batch", spec["batch"])
             for m in spec["models"] for n in spec["nodes"]]

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from . import claims as wfclaims
+from . import launch as wflaunch
 from .survival import km_median
 
 #: the contract's new claims.csv columns and their value when an older claims.csv lacks them
@@ -224,8 +225,7 @@ def run_command(results_root: Path, rel: str, nodes: int) -> str:
         return shlex.join(["python", "-m", "impls.sim", "--config", str(cfg_path), "--out", out,
                            "--calibration", "results/calibration/measured.json"])
     world = (_recorded_world(results_root / rel, cfg) or launch_world(cfg)) if "algorithm" in cfg else nodes
-    return shlex.join(["python", "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
-                       "-m", "impls.run", "--config", str(cfg_path), "--out", out])
+    return shlex.join(wflaunch.run_command(world, cfg_path, out, python="python"))
 
 
 def run_rows(e: str, runs: pd.DataFrame, failed: pd.DataFrame, results_root: Path, page_dir: Path,

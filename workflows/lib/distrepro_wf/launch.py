@@ -50,6 +50,24 @@ def slurm_layout(nodes: int, launcher: Mapping[str, Any]) -> tuple[int, int]:
     return hosts, per
 
 
+def torchrun(*args: Any, python: str | None = None) -> list[str]:
+    """``python -m torch.distributed.run ARGS``: the project's only spelling of a torchrun."""
+    return [python or sys.executable, "-m", "torch.distributed.run", *map(str, args)]
+
+
+def standalone(nprocs: int, *entry: Any, python: str | None = None) -> list[str]:
+    """The one single-host torchrun command of the project: ``nprocs`` ranks on this host
+    (``--standalone``: a local c10d rendezvous) running ``entry`` (e.g. ``-m impls.run --config
+    C --out O``); every launch, benchmark and rerun command line is built here or by
+    :func:`torchrun_command` / :func:`multinode_args`."""
+    return torchrun("--standalone", f"--nproc-per-node={nprocs}", *entry, python=python)
+
+
+def run_command(nprocs: int, config: Any, out: Any, python: str | None = None) -> list[str]:
+    """torchrun of one run config (``impls.run --config``) on ``nprocs`` ranks, writing to ``out``."""
+    return standalone(nprocs, "-m", "impls.run", "--config", config, "--out", out, python=python)
+
+
 def torchrun_command(nodes: int, plan_path: str, launcher: Mapping[str, Any] | None = None,
                      python: str | None = None, env: Mapping[str, str] | None = None) -> list[str]:
     """Command that runs the plan (a list of runs, see ``impls.run``) on ``nodes`` ranks.
@@ -60,14 +78,14 @@ def torchrun_command(nodes: int, plan_path: str, launcher: Mapping[str, Any] | N
     env = os.environ if env is None else env
     entry = ["-m", "impls.run", "--plan", plan_path, "--backend", launcher.get("backend", "auto")]
     kind = launcher.get("kind", "local")
-    standalone = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nodes}", *entry]
+    local = standalone(nodes, *entry, python=python)
     if kind == "local":
-        return standalone
+        return local
     if kind != "slurm":
         raise ValueError(f"launcher.kind: unknown {kind!r}; allowed values: local, slurm")
     hosts, per = slurm_layout(nodes, launcher)
     if hosts == 1:
-        return standalone
+        return local
     if "SLURM_JOB_ID" not in env:
         raise ValueError(f"launcher.kind: slurm: {nodes} ranks on {hosts} hosts need a Slurm job of {hosts} nodes; "
                          "run with --profile profiles/slurm (or use launcher.kind: local)")
@@ -81,7 +99,7 @@ def torchrun_command(nodes: int, plan_path: str, launcher: Mapping[str, Any] | N
     srun.append("--kill-on-bad-exit=1")  # one torchrun dies: stop the others (not wait for the rendezvous)
     # one bash string per task: the head node and port are expanded there, every path is quoted
     return [*srun, "bash", "-c",
-            " ".join([shlex.quote(python), "-m", "torch.distributed.run",
+            " ".join([*map(shlex.quote, torchrun(python=python)),
                       *multinode_args(hosts, per, f"{HEAD}:{PORT}", "$SLURM_JOB_ID"), shlex.join(entry)])]
 
 

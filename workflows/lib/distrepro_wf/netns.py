@@ -300,7 +300,7 @@ def host_commands(tb: Testbed, entry: Sequence[str], ranks_per_host: int = 1, py
                   rdzv_id: str | None = None, port: int = RDZV_PORT) -> list[list[str]]:
     """One torchrun per host (``entry``: the module and its arguments, e.g. ``-m impls.run
     --plan P``), rendezvousing (c10d) on host 0 (:func:`distrepro_wf.launch.multinode_args`)."""
-    from .launch import multinode_args
+    from .launch import multinode_args, torchrun
 
     python = python or sys.executable
     rdzv_id = rdzv_id or tb.tag
@@ -308,7 +308,7 @@ def host_commands(tb: Testbed, entry: Sequence[str], ranks_per_host: int = 1, py
     for i in range(tb.hosts):
         args = multinode_args(tb.hosts, ranks_per_host, f"{tb.addr(0)}:{port}", rdzv_id)
         own = ["--rdzv-conf=is_host=1" if i == 0 else "--rdzv-conf=is_host=0", f"--local-addr={tb.addr(i)}"]
-        cmds.append([*tb.exec_prefix(i), python, "-m", "torch.distributed.run", *args, *own, *entry])
+        cmds.append([*tb.exec_prefix(i), *torchrun(*args, *own, *entry, python=python)])
     return cmds
 
 

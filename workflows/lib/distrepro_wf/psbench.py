@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from .launch import run_command
 
 DEFAULTS = {"workers": [1, 2, 4], "servers": [1, 2], "steps": 60, "workload": "digits_mlp"}
 
@@ -44,9 +45,7 @@ def server_throughput(spec: dict[str, Any], workloads: dict[str, Any], log) -> p
                    "straggler": {"kind": "none"}}
             with tempfile.TemporaryDirectory() as d:
                 Path(d, "cfg.json").write_text(json.dumps(cfg))
-                cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                       f"--nproc-per-node={w + servers}", "-m", "impls.run", "--config", f"{d}/cfg.json",
-                       "--out", f"{d}/out"]
+                cmd = run_command(w + servers, f"{d}/cfg.json", f"{d}/out")
                 rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=1200).returncode
                 t = _pushes(Path(d, "out"), w) if rc == 0 else []
             rate = (len(t) - 1) / (t[-1] - t[0]) if len(t) > 2 and t[-1] > t[0] else float("nan")

@@ -39,6 +39,8 @@ import pandas as pd
 
 from impls.errors import ConfigError
 
+from .launch import run_command
+
 REPO = Path(__file__).resolve().parents[3]
 
 COST_TOL = 0.05  # the simulator's bound: ring all-reduce within 5 % of alpha-beta
@@ -215,8 +217,7 @@ def real_run(cfg: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.P
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "cfg.json").write_text(json.dumps(cfg, indent=1))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world_size(cfg)}",
-           "-m", "impls.run", "--config", workdir / "cfg.json", "--out", workdir / "out"]
+    cmd = run_command(world_size(cfg), workdir / "cfg.json", workdir / "out")
     child = run_child(cmd, log, timeout_s)
     check(child, workdir / "out", "real run")
     return child, workdir / "out"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from distrepro_wf.launch import run_command
+from distrepro_wf.simbench import run_config
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")
@@ -26,8 +27,7 @@ workload.update(epochs=1, max_steps_per_epoch=int(spec.get("steps", 20)), batch_
 rows = []
 for n in spec.get("nodes", [2, 4, 8, 16]):
     with tempfile.TemporaryDirectory() as d:
-        cfg = {"experiment": "bench", "method": "allreduce_sgd", "nodes": n, "seed": 1,
-               "algorithm": {"name": "allreduce_sgd"}, "workload": workload, "straggler": {"kind": "none"}}
+        cfg = run_config("allreduce_sgd", n, workload)
         Path(d, "cfg.json").write_text(json.dumps(cfg))
         cmd = run_command(n, f"{d}/cfg.json", f"{d}/out")
         t0 = time.time()

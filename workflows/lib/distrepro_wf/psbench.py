@@ -23,6 +23,7 @@ import pandas as pd
 from scipy import stats
 
 from .launch import run_command
+from .simbench import run_config
 
 DEFAULTS = {"workers": [1, 2, 4], "servers": [1, 2], "steps": 60, "workload": "digits_mlp"}
 
@@ -40,9 +41,7 @@ def server_throughput(spec: dict[str, Any], workloads: dict[str, Any], log) -> p
     for servers in s["servers"]:
         for w in s["workers"]:
             wl["max_steps_per_epoch"] = max(1, int(s["steps"]) // w)
-            cfg = {"experiment": "bench", "method": "ps_async", "nodes": w, "seed": 1,
-                   "algorithm": {"name": "ps_async", "servers": servers}, "workload": wl,
-                   "straggler": {"kind": "none"}}
+            cfg = run_config({"name": "ps_async", "servers": servers}, w, wl)
             with tempfile.TemporaryDirectory() as d:
                 Path(d, "cfg.json").write_text(json.dumps(cfg))
                 cmd = run_command(w + servers, f"{d}/cfg.json", f"{d}/out")

@@ -128,8 +128,10 @@ def bench_spec(name: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def run_config(algorithm: str | Mapping[str, Any], nodes: int, workload: Mapping[str, Any], seed: int = 1,
                experiment: str = "bench", **over: Any) -> dict[str, Any]:
-    """A resolved run config (as ``tests/conftest.py::make_config``): ``over`` sets top-level
-    keys (``backend``, ``platform``, ``profile``)."""
+    """A resolved run config of one benchmark or study run, outside any experiment grid (an
+    experiment's runs come from :func:`distrepro_wf.config.run_config`; the tests' from
+    ``tests/conftest.py::make_config``): ``over`` sets top-level keys (``backend``,
+    ``platform``, ``profile``).  Every benchmark builds its run configs here."""
     algo = {"name": algorithm} if isinstance(algorithm, str) else copy.deepcopy(dict(algorithm))
     cfg = {"experiment": experiment, "method": algo["name"], "nodes": nodes, "seed": seed, "algorithm": algo,
            "workload": copy.deepcopy(dict(workload)), "straggler_name": "none", "straggler": {"kind": "none"}}

@@ -91,24 +91,6 @@ def synthetic_stand_in(workload: Mapping[str, Any], train: int | None = None) ->
     return wl
 
 
-def _token_batch(task: Any, vocab: int, sentences: int, length: int, seed: int) -> tuple[torch.Tensor, ...]:
-    """Translation without a data-bin: one dictionary of ``vocab`` symbols for both sides and
-    a batch of ``sentences`` pairs of ``length`` tokens (EOS last), as the task's collater
-    shapes them: ``(src_tokens, src_lengths, prev_output_tokens, target)``."""
-    from ..tasks.translation import _fairseq
-
-    d = _fairseq().Dictionary()
-    for i in range(vocab - len(d)):
-        d.add_symbol(f"w{i}")
-    task.src_dict = task.tgt_dict = d
-    g = torch.Generator().manual_seed(seed)
-    src = torch.randint(d.nspecial, len(d), (sentences, length), generator=g)
-    tgt = torch.randint(d.nspecial, len(d), (sentences, length), generator=g)
-    src[:, -1] = tgt[:, -1] = d.eos()
-    prev = torch.cat([torch.full((sentences, 1), d.eos()), tgt[:, :-1]], 1)
-    return src, torch.full((sentences,), length), prev, tgt
-
-
 def time_steps(workload: Mapping[str, Any] | Any, threads: int = 1, precision: str | None = None,
                steps: int = 5, warmup: int = 2, optimizer: bool = True, tokens: Mapping[str, int] | None = None,
                budget_s: float | None = None, min_steps: int = 3, seed: int = 0,
@@ -140,13 +122,8 @@ def time_steps(workload: Mapping[str, Any] | Any, threads: int = 1, precision: s
     try:
         task = build_task(wl, device)
         torch.manual_seed(seed)
-        if tokens is not None:
-            from ..tasks.translation import Translation
-
-            if not isinstance(task, Translation):
-                raise ValueError("tokens: random token batches are for a translation task only")
-            batch = tuple(t.to(device) for t in _token_batch(task, int(tokens["vocab"]), int(tokens["sentences"]),
-                                                             int(tokens["length"]), seed))
+        if tokens is not None:  # the task's own random batch (translation: token batches), no data files
+            batch = tuple(t.to(device) for t in task.synthetic_batch(tokens, seed))
         else:
             task.build_data()
             sampler = build_sampler((wl.dataset or {}).get("partition"), task.train, wl.batch_size, 0, 1, seed)
@@ -184,7 +161,7 @@ def time_steps(workload: Mapping[str, Any] | Any, threads: int = 1, precision: s
     finally:
         torch.set_num_threads(before)
     rows = int(batch[0].shape[0]) if batch and hasattr(batch[0], "shape") else 1
-    ntok = int(batch[3].ne(task.tgt_dict.pad()).sum()) if hasattr(task, "tgt_dict") else None
+    ntok = task.batch_units(batch)
     params = sum(p.numel() for p in model.parameters())
     step_s = statistics.median(total)
     return {"rows": rows, "tokens": ntok, "params": params, "model_mb": params * 4 / 1e6, "precision": precision,

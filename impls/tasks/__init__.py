@@ -44,6 +44,8 @@ class Task:
     higher_is_better: ClassVar[bool]
     #: the keys :meth:`evaluate` returns (what a workload's ``target`` may name)
     metrics: ClassVar[tuple[str, ...]]
+    #: what the throughput benchmark counts per second (``samples/s``; translation: ``tokens/s``)
+    throughput_unit: ClassVar[str] = "samples/s"
 
     def __init__(self, cfg: Any, workload: Any, device: torch.device):
         self.cfg, self.workload, self.device = cfg, workload, device
@@ -54,6 +56,25 @@ class Task:
     def preload(cls) -> None:
         """Import what this task imports lazily and slowly (a fork server calls it once, before
         forking its runs); default nothing."""
+
+    @classmethod
+    def describe(cls, spec: Mapping[str, Any], synthetic: Mapping[str, Any] | None) -> tuple[str, str] | None:
+        """(model, data) as a benchmark table names them, for a task whose model and data are
+        not the workload's ``model`` / ``dataset`` (``spec``: ``workload.task``; ``synthetic``:
+        the benchmark's :meth:`synthetic_batch` spec, if any); None: the workload's."""
+        return None
+
+    def synthetic_batch(self, spec: Mapping[str, Any], seed: int) -> tuple[torch.Tensor, ...]:
+        """A random training batch of this task's shape, for timing without its data files
+        (the throughput benchmark's ``tokens:``); a task without one refuses."""
+        own = [n for n in TASKS.names() if TASKS.get(n).synthetic_batch is not Task.synthetic_batch]
+        raise ValueError(f"tokens: random batches are not defined for the {type(self).__name__} task; "
+                         f"tasks that define them: {', '.join(own)}")
+
+    def batch_units(self, batch: tuple[torch.Tensor, ...]) -> int | None:
+        """What :attr:`throughput_unit` counts in ``batch`` beyond its rows (translation: its
+        target tokens); None: rows only."""
+        return None
 
     def build_data(self, probe: bool = False) -> None:
         """Set ``self.train`` / ``self.val``; ``probe``: validation only, as cheaply as possible

@@ -200,6 +200,32 @@ class Translation(Task):
     primary_metric = "bleu/val"
     higher_is_better = True
     metrics = ("bleu/val", "loss/val", "nll/val")
+    throughput_unit = "tokens/s"
+
+    @classmethod
+    def describe(cls, spec, synthetic):
+        data = (f"random tokens, vocab {synthetic['vocab']}, {synthetic['sentences']} x {synthetic['length']}"
+                if synthetic else spec.get("data", ""))
+        return spec.get("arch", "transformer_tiny"), data
+
+    def synthetic_batch(self, spec, seed):
+        """No data-bin: one dictionary of ``vocab`` symbols for both sides and a batch of
+        ``sentences`` pairs of ``length`` tokens (EOS last), as the collater shapes them:
+        ``(src_tokens, src_lengths, prev_output_tokens, target)``."""
+        vocab, sentences, length = int(spec["vocab"]), int(spec["sentences"]), int(spec["length"])
+        d = _fairseq().Dictionary()
+        for i in range(vocab - len(d)):
+            d.add_symbol(f"w{i}")
+        self.src_dict = self.tgt_dict = d
+        g = torch.Generator().manual_seed(seed)
+        src = torch.randint(d.nspecial, len(d), (sentences, length), generator=g)
+        tgt = torch.randint(d.nspecial, len(d), (sentences, length), generator=g)
+        src[:, -1] = tgt[:, -1] = d.eos()
+        prev = torch.cat([torch.full((sentences, 1), d.eos()), tgt[:, :-1]], 1)
+        return src, torch.full((sentences,), length), prev, tgt
+
+    def batch_units(self, batch):
+        return int(batch[3].ne(self.tgt_dict.pad()).sum())
 
     @classmethod
     def preload(cls) -> None:

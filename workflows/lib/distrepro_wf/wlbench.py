@@ -147,12 +147,17 @@ def native_bf16() -> bool:
     return any(f in flags for f in ("avx512_bf16", "amx_bf16", "bf16"))
 
 
+def _task_class(wl: Mapping[str, Any]) -> Any:
+    from impls.tasks import TASKS
+
+    return TASKS.get((wl.get("task") or {}).get("name", "classification"))
+
+
 def _describe(wl: Mapping[str, Any], entry: Mapping[str, Any]) -> tuple[str, str]:
     task = wl.get("task") or {}
-    if task.get("name") == "translation":
-        t = entry.get("tokens")
-        data = (f"random tokens, vocab {t['vocab']}, {t['sentences']} x {t['length']}" if t else task.get("data", ""))
-        return task.get("arch", "transformer_tiny"), data
+    own = _task_class(wl).describe(task, entry.get("tokens"))  # a task whose model and data are its own
+    if own is not None:
+        return own
     ds = dict(wl.get("dataset") or {})
     if ds.get("name") == "synthetic":
         return wl["model"]["name"], f"random {'x'.join(map(str, ds['shape']))}, {ds['classes']} classes"
@@ -175,9 +180,8 @@ def measure(given: Mapping[str, Any] | None, all_threads: int, root: Path = REPO
     for label, entry in spec["workloads"].items():
         wl = resolve_workload(label, entry, root)
         model, data = _describe(wl, entry)
-        translation = (wl.get("task") or {}).get("name") == "translation"
         head = {"workload": label, "config": entry.get("config") or "inline", "model": model, "data": data,
-                "unit": "tokens/s" if translation else "samples/s"}
+                "unit": _task_class(wl).throughput_unit}
         for device, t, cap in settings:
             fp32_ms = None
             for prec in spec["precisions"]:
@@ -194,7 +198,7 @@ def measure(given: Mapping[str, Any] | None, all_threads: int, root: Path = REPO
                          time.perf_counter() - t0)
                 if prec == "fp32":
                     fp32_ms = r["step_ms_min"]  # the uncontended step: other load only ever adds
-                per_step = r["tokens"] if translation else r["rows"]
+                per_step = r["rows"] if r["tokens"] is None else r["tokens"]  # the task's units (tokens/s)
                 rows.append({**head, **r, "status": "ok", "batch": r["rows"],
                              "throughput": per_step / (r["step_ms"] / 1e3),
                              "throughput_best": per_step / (r["step_ms_min"] / 1e3),

@@ -18,9 +18,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import yaml
 
-from distrepro_wf.bench import step_time_vs_allreduce
+from distrepro_wf.bench import step_time_targets, step_time_vs_allreduce
 from distrepro_wf.timing import append_pipeline_row
+from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,7 +53,11 @@ def test_step_time_ratio_table_is_exact():
         ("f", 4, "none", "dpsgd", "dpsgd", 1, 2.0, 16.0, 0.125, "<= 1.0"),
     ], columns=["experiment", "nodes", "straggler", "method", "algorithm", "seeds", "time_per_step_ms",
                 "allreduce_ms", "ratio", "target"])
-    pd.testing.assert_frame_equal(step_time_vs_allreduce(runs), expected, check_exact=True)
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())  # the targets are config
+    targets = step_time_targets(config["benchmarks"]["step_time_vs_allreduce"])
+    pd.testing.assert_frame_equal(step_time_vs_allreduce(runs, "allreduce_sgd", targets), expected, check_exact=True)
+    with pytest.raises(ConfigError, match=r"benchmarks\.step_time_vs_allreduce\.targets\.sgp: expected"):
+        step_time_targets({"targets": {"sgp": "<= 1"}})
 
 
 def test_step_time_table_of_no_runs_has_the_columns():

@@ -33,6 +33,10 @@ rule bench:
 from distrepro_wf import ddpbench
 
 DDPBENCH_SPEC = ddpbench.bench_spec(config.get("benchmarks", {}).get("ddp_compare"))  # refused before any job
+from distrepro_wf.bench import step_time_targets
+from distrepro_wf.config import report_settings
+
+STEP_TIME_TARGETS = step_time_targets(config.get("benchmarks", {}).get("step_time_vs_allreduce"))  # likewise
 
 
 rule bench_ddp:
@@ -65,6 +69,9 @@ rule bench_step_time:
         expand("results/tables/{experiment}/runs.csv", experiment=EXPERIMENTS),
     output:
         "results/bench/step_time_vs_allreduce.csv",
+    params:
+        baseline=report_settings(config)["baseline"],
+        targets=[[a, s, t] for (a, s), t in STEP_TIME_TARGETS.items()],
     log:
         "results/logs/bench/step_time_vs_allreduce.log",
     script:

@@ -9,26 +9,41 @@ import pandas as pd
 
 from impls.errors import ConfigError
 
-# Issue targets: gossip no slower than all-reduce without stragglers; AD-PSGD at most
-# half of all-reduce's step time with one 4x straggler.
-TARGETS = {("sgp", "none"): "<= 1.0", ("osgp", "none"): "<= 1.0", ("dpsgd", "none"): "<= 1.0",
-           ("adpsgd", "slow1x4"): "< 0.5"}
+STEP_TIME_KEY = "benchmarks.step_time_vs_allreduce"
 
 
-def step_time_vs_allreduce(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mean time per step of every method over seeds, and its ratio to allreduce_sgd's."""
+def step_time_targets(given: Mapping[str, Any] | None) -> dict[tuple[str, str], str]:
+    """``benchmarks.step_time_vs_allreduce.targets`` of the config (``{"<algorithm>/<straggler>":
+    "<op> <ratio>"}``, e.g. ``sgp/none: "<= 1.0"``) as ``{(algorithm, straggler): target}``."""
+    spec = merge_spec({"targets": {}}, given, STEP_TIME_KEY)
+    out = {}
+    for k, v in (spec["targets"] or {}).items():
+        a, _, s = str(k).partition("/")
+        if not (a and s) or not isinstance(v, str) or not v.split()[0] in ("<", "<=", ">", ">="):
+            raise ConfigError(f"{STEP_TIME_KEY}.targets.{k}", f"expected '<algorithm>/<straggler>': '<op> <ratio>' "
+                                                             f"(op one of <, <=, >, >=), got {k!r}: {v!r}")
+        out[(a, s)] = v
+    return out
+
+
+def step_time_vs_allreduce(runs: pd.DataFrame, baseline: str = "allreduce_sgd",
+                           targets: Mapping[tuple[str, str], str] | None = None) -> pd.DataFrame:
+    """Mean time per step of every method over seeds, and its ratio to ``baseline``'s (the
+    config's ``report.baseline``; its columns keep the name ``allreduce_ms``); ``targets``:
+    :func:`step_time_targets` of the config, by (algorithm, straggler)."""
+    targets = targets or {}
     if runs.empty or "time_per_step_s" not in runs:
         return pd.DataFrame(columns=["experiment", "nodes", "straggler", "method", "algorithm", "seeds",
                                      "time_per_step_ms", "allreduce_ms", "ratio", "target"])
     keys = ["experiment", "nodes", "straggler", "method", "algorithm"]
     g = runs.groupby(keys, as_index=False).agg(seeds=("seed", "nunique"), t=("time_per_step_s", "mean"))
-    ar = g[g["method"] == "allreduce_sgd"][["experiment", "nodes", "straggler", "t"]].rename(columns={"t": "ar"})
+    ar = g[g["method"] == baseline][["experiment", "nodes", "straggler", "t"]].rename(columns={"t": "ar"})
     out = g.merge(ar, on=["experiment", "nodes", "straggler"], how="inner")
-    out = out[out["method"] != "allreduce_sgd"].copy()
+    out = out[out["method"] != baseline].copy()
     out["time_per_step_ms"] = (out.pop("t") * 1e3).round(4)
     out["allreduce_ms"] = (out.pop("ar") * 1e3).round(4)
     out["ratio"] = (out["time_per_step_ms"] / out["allreduce_ms"]).round(4)
-    out["target"] = [TARGETS.get((a, s), "") for a, s in zip(out["algorithm"], out["straggler"])]
+    out["target"] = [targets.get((a, s), "") for a, s in zip(out["algorithm"], out["straggler"])]
     return out.sort_values(keys).reset_index(drop=True)
 
 

@@ -131,7 +131,8 @@ class ServerShard:
         self.x = nn.Parameter(self.flat[self.lo: self.hi])
         # the L2 term is added here, once per gradient a push sums: per-push servers must not
         # decay W times per round (a decoupled decay, AdamW's, stays in the optimizer)
-        self.optimizer, self.wd = build_optimizer(algo.ctx.optim, [self.x], l2_outside=True) if optimizer else (None, 0.0)
+        self.optimizer, self.wd = (build_optimizer(algo.ctx.optim, [self.x], l2_outside=True) if optimizer
+                                   else (None, 0.0))
         self.compressor = None
         self.version = 0
         self.clock = algo.comm.clock  # the apply's cost (op-cost model of a simulated clock)
@@ -268,6 +269,9 @@ class ServerBase(Algorithm):
                 "worker": self.worker_state() if self.server is None else None}
 
     def load_state_dict(self, state: dict) -> None:
+        if set(state) != {"server", "worker"} or (self.server is not None and "params" not in (state["server"] or {})):
+            raise ValueError(f"a checkpoint of another form than ServerBase's (keys {sorted(state)}), written before "
+                             f"the servers shared one: delete the run's checkpoint directory to run it again")
         if self.server is not None:
             self.server.load_state_dict(state["server"])
         else:

@@ -97,3 +97,11 @@ def test_the_checkpoint_round_trip_restores_the_server_state(name):
     again = _algo(name, 0)
     again.load_state_dict(wstate)
     assert _same(again.state_dict(), wstate)
+
+
+def test_a_checkpoint_of_the_old_per_method_form_is_refused_by_name():
+    """signum_mv's and ef_blocksgdm's checkpoints before the one base: {"momentum": ..., ...}."""
+    with pytest.raises(ValueError, match="another form than ServerBase's.*delete the run's checkpoint"):
+        _algo("ef_blocksgdm", 0).load_state_dict({"momentum": torch.zeros(3), "error_feedback": {}})
+    with pytest.raises(ValueError, match="another form than ServerBase's"):
+        _algo("ps_sync", W).load_state_dict({"server": {"optimizer": {}, "version": 3}, "version": [3.0]})

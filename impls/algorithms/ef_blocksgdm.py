@@ -6,7 +6,11 @@ any compressor ``C``) becomes dist-EF-blockSGDM with the blockwise compressor: t
 into blocks ``G_1..G_B`` (sizes ``d_b``) and block ``b`` is sent as its signs plus one scale,
 ``C(v)_b = (||v_b||_1 / d_b) sign(v_b)``.  ``block: tensor`` (one block) is dist-EF-SGDM, the
 paper's ``ef_sgdm`` baseline; ``block: layer`` (default) is the blockwise method.
-``nodes`` counts the workers; one server rank is added after them (``roles``), as ``ps_sync``.
+``nodes`` counts the workers; one server rank is added after them (``roles``), as ``ps_sync``:
+:class:`impls.ps.ServerBase`'s synchronous rounds, whose aggregation is steps 5-6 (``aggregate``)
+and whose server then applies ``Delta~`` to its own copy of ``x`` (``after_replying``); that copy,
+its step count and ``e~`` are checkpointed in the servers' one form (``impls.ps``), a worker's
+momentum and ``e_i`` as the worker state.
 
 Communication per step (``W`` workers, ``d`` parameters, ``B`` blocks), all point to point:
 

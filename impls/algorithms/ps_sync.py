@@ -27,7 +27,8 @@ Steps at iteration ``t``:
 Replicas start equal (rank 0's model broadcast to all, servers included) and stay equal,
 so on the same data this equals ``allreduce_sgd`` up to float rounding of the sum (tested
 to 1e-6 at 2 and 4 workers).  Only the server keeps optimizer state (momentum); it
-checkpoints it with the parameters.
+checkpoints it with its parameters and version in the servers' one form (:mod:`impls.ps`).
+The loop is :class:`impls.ps.ServerBase`'s synchronous rounds; step 2 is ``aggregate``.
 
 Hyperparameters:
 

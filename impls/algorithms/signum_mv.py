@@ -15,6 +15,10 @@ Communication per step, ``W`` workers, ``d`` parameters (``ceil(d/8)`` bytes of 
 * ``aggregation: server`` (the papers' form; one server rank after the workers, as
   ``ps_sync``): each worker sends ``ceil(d/8)`` (its signs) to the server and receives
   ``ceil(d/8)`` (the vote).  The server receives and sends ``W ceil(d/8)``, counted apart.
+  It is :class:`impls.ps.ServerBase`'s synchronous rounds with the vote as the aggregation
+  (``aggregate``: step 4) and step 5 on the server's copy of ``x`` while the votes travel
+  (``while_replying``); that copy and its step count are checkpointed in the servers' one
+  form (``impls.ps``), the workers' momentum as the worker state.
 * ``aggregation: allgather`` (no extra rank): an all-gather of the packed signs; each worker
   then votes locally.  Counted as a ring all-gather: ``(W-1) ceil(d/8)`` sent and received
   per worker, so it moves more than the server's 2 x ``ceil(d/8)`` from ``W = 3`` on, with
@@ -32,8 +36,8 @@ Steps at iteration ``t`` (every worker):
    (``random``); it still keeps an honest ``m`` and applies the vote, so replicas stay equal.
 4. Vote ``V = sign(sum_i s_i)``, a tie (``sum = 0``, even ``W``) giving ``+1``: on the server,
    which sends ``V`` to every worker (``server``), or on each worker after the all-gather.
-5. ``x = x - lr (V + weight_decay x)`` on every rank (the server too, so its checkpointed copy
-   equals the workers').
+5. ``x = x - lr (V + weight_decay x)`` on every rank (the server too, on its copy of ``x``, so
+   its checkpointed copy equals the workers').
 
 Hyperparameters (``algorithm``):
 

@@ -1,7 +1,30 @@
-"""Parameter-server building blocks shared by ``ps_sync``, ``ps_async``, ``ps_ssp``,
-``ps_cyclic`` and ``ddcgu`` (one file each under :mod:`impls.algorithms`).
+"""Server ranks: the one base of every method that has them, and the parameter servers' protocol.
 
-Ranks: ``nodes`` workers first, then ``servers`` server ranks (``Algorithm.roles``).
+:class:`ServerBase` is what every method with server ranks derives from (``ps_sync``,
+``ps_async``, ``ps_ssp``, ``ps_cyclic``, ``ddcgu`` through :class:`ParameterServer`;
+``signum_mv`` and ``ef_blocksgdm`` directly):
+
+* **Roles.** ``nodes`` workers first, then ``server_ranks(cfg)`` server ranks
+  (``Algorithm.roles``; ``cfg.servers`` unless the method says otherwise, e.g. 0 for
+  ``signum_mv``'s all-gather mode).
+* **The server's state** (:class:`ServerShard`): its range of the flat parameters ``x``,
+  its ``version`` (updates applied), the workload's optimizer on ``x`` (momentum; none
+  when the method owns the update, ``optimizer_use = "owns"``) and a server-side
+  compressor (``compressor``: e.g. ``ef_blocksgdm``'s error-feedback memory).
+* **One checkpoint form** for every server method, on every rank::
+
+      {"server": {"params": x, "version": int, "optimizer": state | None, "compressor": state | None}
+                 (None on a worker),
+       "worker": the method's worker state (worker_state(); None on a server)}
+
+  ``x`` is also written into the server's model at every epoch end (``commit``), so a
+  server rank's checkpointed model holds its range.
+* **Synchronous rounds** (:meth:`ServerBase.serve_rounds`, ``ps_sync``, ``signum_mv``,
+  ``ef_blocksgdm``): each step the server receives one message from every worker, in rank
+  order, aggregates them (the method's hook ``aggregate``: average and step, majority
+  vote, decompress-average-recompress), sends the result to every worker, and updates its
+  copy (``while_replying`` / ``after_replying``); workers use :meth:`ServerBase.exchange`.
+
 Server ``j`` owns the contiguous range ``[j d / k, (j + 1) d / k)`` of the flat parameter
 vector (``d`` parameters in ``model.parameters()`` order, ``k`` servers), as PS-Lite
 splits keys by range and MXNet's kvstore splits big arrays over servers: equal shares,
@@ -9,7 +32,8 @@ whatever the layer sizes (whole-tensor shards would put a ResNet's or an MLP's l
 layer on one server).  Elementwise optimizers (SGD, Adam) are unchanged by the split; a
 per-layer one (LARS) needs one server.
 
-Messages (fp32, counted by ``ctx.comm``):
+:class:`ParameterServer`'s messages (fp32, counted by ``ctx.comm``), for the asynchronous
+modes and ``ps_cyclic``:
 
 * push, worker -> server ``j``: the worker's (accumulated) gradient of ``j``'s tensors,
   then a 5-float header ``[worker, version, k, flag, seconds]``: the server version of
@@ -23,7 +47,7 @@ Messages (fp32, counted by ``ctx.comm``):
   application; ``gap``: the worker's step lead over the slowest, ``ps_ssp``);
 * grant (``ddcgu`` only), server 0 -> worker: a header alone ("your turn").
 
-Every server applies each gradient with weight ``1/W`` (``W`` workers) through the
+Every parameter server applies each gradient with weight ``1/W`` (``W`` workers) through the
 workload's optimizer, so ``W`` pushes move the model as far as one synchronous step with
 the averaged gradient at the same learning rate: every mode is run at ``ps_sync``'s rate.
 The L2 term (coupled weight decay) is added once per gradient, at the server's current
@@ -94,17 +118,22 @@ class Shards:
 
 
 class ServerShard:
-    """One server's range of the parameters (a view into the server's flat copy), its
-    optimizer and its version (updates applied)."""
+    """One server's state: its range of the parameters ``x`` (a view into the server's flat
+    copy), its version (updates applied), the workload's optimizer on ``x`` (``optimizer``:
+    False when the method owns the update) and a server-side compressor (``compressor``, set
+    by the method: e.g. an error-feedback memory).  :meth:`state_dict` is the one form in
+    which every server method checkpoints its server."""
 
-    def __init__(self, algo, shards: Shards, j: int, workers: int):
+    def __init__(self, algo, shards: Shards, j: int, workers: int, optimizer: bool = True):
         self.shards, self.j, self.W = shards, j, workers
         self.lo, self.hi = shards.bounds[j]
         self.flat = flat_params(shards.model)
         self.x = nn.Parameter(self.flat[self.lo: self.hi])
         # the L2 term is added here, once per gradient a push sums: per-push servers must not
         # decay W times per round (a decoupled decay, AdamW's, stays in the optimizer)
-        self.optimizer, self.wd = build_optimizer(algo.ctx.optim, [self.x], l2_outside=True)
+        self.optimizer, self.wd = (build_optimizer(algo.ctx.optim, [self.x], l2_outside=True) if optimizer
+                                   else (None, 0.0))
+        self.compressor = None
         self.version = 0
         self.clock = algo.comm.clock  # the apply's cost (op-cost model of a simulated clock)
 
@@ -130,18 +159,19 @@ class ServerShard:
         keep their initial values there)."""
         write_params(self.shards.model, self.flat)
 
-    def reload(self) -> None:
-        """After a checkpoint restored the server's model: take the shard from it."""
-        with torch.no_grad():
-            self.x.copy_(flat_params(self.shards.model)[self.lo: self.hi])
-
     def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "version": self.version}
+        return {"params": self.params(), "version": self.version,
+                "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
+                "compressor": self.compressor.state_dict() if self.compressor is not None else None}
 
     def load_state_dict(self, state: dict) -> None:
-        self.reload()
-        self.optimizer.load_state_dict(state["optimizer"])
+        with torch.no_grad():
+            self.x.copy_(state["params"])
         self.version = state["version"]
+        if self.optimizer is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        if self.compressor is not None:
+            self.compressor.load_state_dict(state["compressor"] or {})
 
 
 def split(buf: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
@@ -149,16 +179,111 @@ def split(buf: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
     return buf[:-HEADER], [float(v) for v in buf[-HEADER:]]
 
 
-class ParameterServer(Algorithm):
-    """What every parameter-server mode shares: the roles (``servers`` ranks after the
-    workers), the shards, the initial broadcast, and the worker's push and pull.
+class ServerBase(Algorithm):
+    """The base of every method with server ranks (module docstring): roles, the server's
+    state and its checkpoint form, the synchronous rounds.
 
-    A mode's file supplies ``step`` (when a worker pushes) and ``serve`` (the order in
-    which a server applies pushes and releases replies); ``cfg.servers`` is read here."""
+    A method supplies the worker's ``step`` and either ``serve`` or, for synchronous rounds
+    (``serve = ServerBase.serve_rounds``), the hooks ``message_parts``, ``aggregate`` and
+    ``while_replying`` / ``after_replying``; its worker state (momentum, a worker's
+    compressor) through ``worker_state`` / ``load_worker_state``."""
+
+    @classmethod
+    def server_ranks(cls, cfg) -> int:
+        return cfg.servers
 
     @classmethod
     def roles(cls, workers: int, cfg) -> list[str]:
-        return ["worker"] * workers + ["server"] * cfg.servers
+        return ["worker"] * workers + ["server"] * cls.server_ranks(cfg)
+
+    def setup(self, model: nn.Module) -> None:
+        """Every rank, servers included, starts from rank 0's model; a server rank then takes
+        its range of the parameters (:class:`ServerShard`)."""
+        self.model = model
+        self.broadcast_initial_state(model)
+        n = self.server_ranks(self.cfg)
+        self.shards = Shards(model, n, self.ctx.world) if n else None
+        self.server = None if self.is_worker() else ServerShard(
+            self, self.shards, self.ctx.rank - self.ctx.world, self.ctx.world, optimizer=self.optimizer_use != "owns")
+
+    # -- synchronous rounds --------------------------------------------------------------
+    def exchange(self, parts: list[list[torch.Tensor]], replies: list[list[torch.Tensor]]) -> None:
+        """Worker: send server ``j`` the tensors ``parts[j]`` and receive its reply into
+        ``replies[j]`` (the replies awaited first, then the sends)."""
+        sends = [self.comm.isend(t, self.shards.rank(j)) for j, ts in enumerate(parts) for t in ts]
+        recvs = [self.comm.irecv(b, self.shards.rank(j)) for j, bs in enumerate(replies) for b in bs]
+        for h in recvs + sends:
+            h.wait()
+
+    def serve_rounds(self, sc: ServeContext) -> None:
+        """A server answering every worker once per step, ``lr`` the schedule's at the step:
+
+        1. receive every worker's message (buffers from ``message_parts()``), in rank order;
+        2. ``reply = aggregate(messages, lr)``: the method's aggregation of the ``W`` messages;
+        3. send ``reply`` to every worker; ``while_replying(reply, lr)`` runs while they
+           travel, ``after_replying(reply, lr)`` once they have left;
+        4. at each epoch end: ``x`` into the model, then the runtime's epoch end (checkpoint).
+        """
+        W = self.ctx.world
+        msgs = [self.message_parts() for _ in range(W)]
+        for epoch in range(sc.start_epoch, sc.epochs):
+            for i in range(sc.steps_per_epoch):
+                lr = sc.lr_at(epoch + i / sc.steps_per_epoch)
+                for h in [self.comm.irecv(b, w) for w in range(W) for b in msgs[w]]:  # 1
+                    h.wait()
+                reply = self.aggregate(msgs, lr)  # 2
+                sends = [self.comm.isend(t, w) for w in range(W) for t in reply]  # 3
+                self.while_replying(reply, lr)
+                for h in sends:
+                    h.wait()
+                self.after_replying(reply, lr)
+            self.end_epoch(sc, epoch, {})  # 4
+
+    def message_parts(self) -> list[torch.Tensor]:
+        """Receive buffers for one worker's message."""
+        raise NotImplementedError
+
+    def aggregate(self, msgs: list[list[torch.Tensor]], lr: float) -> list[torch.Tensor]:
+        """Every worker's message (rank order) -> the reply every worker receives."""
+        raise NotImplementedError
+
+    def while_replying(self, reply: list[torch.Tensor], lr: float) -> None:
+        """The server's update that overlaps the replies' transfer (default: none)."""
+
+    def after_replying(self, reply: list[torch.Tensor], lr: float) -> None:
+        """The server's update once the replies have left (default: none)."""
+
+    def end_epoch(self, sc: ServeContext, epoch: int, extra: dict[str, float]) -> None:
+        self.server.commit()  # the checkpoint holds the shard
+        sc.end_epoch(epoch, extra)
+
+    # -- checkpoints: one form for every server method -------------------------------------
+    def worker_state(self) -> dict:
+        return {}
+
+    def load_worker_state(self, state: dict) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        return {"server": self.server.state_dict() if self.server is not None else None,
+                "worker": self.worker_state() if self.server is None else None}
+
+    def load_state_dict(self, state: dict) -> None:
+        if set(state) != {"server", "worker"} or (self.server is not None and "params" not in (state["server"] or {})):
+            raise ValueError(f"a checkpoint of another form than ServerBase's (keys {sorted(state)}), written before "
+                             f"the servers shared one: delete the run's checkpoint directory to run it again")
+        if self.server is not None:
+            self.server.load_state_dict(state["server"])
+        else:
+            self.load_worker_state(state["worker"])
+
+
+class ParameterServer(ServerBase):
+    """What every parameter-server mode shares on top of :class:`ServerBase`: the
+    worker's push and pull with headers, the server's replies and the arrival-order loop.
+
+    A mode's file supplies ``step`` (when a worker pushes) and ``serve`` (the order in
+    which a server applies pushes and releases replies); ``cfg.servers`` is read here."""
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
@@ -167,11 +292,7 @@ class ParameterServer(Algorithm):
                                                    "a range of the flat parameters cannot see: use servers: 1")
 
     def setup(self, model: nn.Module) -> None:
-        self.model = model
-        self.shards = Shards(model, self.cfg.servers, self.ctx.world)
-        self.server = None if self.is_worker() else ServerShard(self, self.shards, self.ctx.rank - self.ctx.world,
-                                                                self.ctx.world)
-        self.broadcast_initial_state(model)  # every rank, servers included
+        super().setup(model)
         self.version = [0.0] * self.cfg.servers  # the server version of each shard this worker holds
         self.closed = False
 
@@ -214,10 +335,6 @@ class ParameterServer(Algorithm):
         return head
 
     # -- server --------------------------------------------------------------------------
-    def end_epoch(self, sc: ServeContext, epoch: int, extra: dict[str, float]) -> None:
-        self.server.commit()  # the checkpoint holds the shard
-        sc.end_epoch(epoch, extra)
-
     def send_reply(self, w: int, header: list[float]) -> None:
         """Reply to worker ``w`` without waiting for the transfer: the server goes on
         receiving while replies travel (a worker has at most ``inflight`` replies in flight)."""
@@ -292,13 +409,10 @@ class ParameterServer(Algorithm):
         for h in sends:
             h.wait()
 
-    # -- checkpoints ---------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        return {"server": self.server.state_dict() if self.server else None, "version": self.version}
+    def worker_state(self) -> dict:
+        return {"version": list(self.version)}
 
-    def load_state_dict(self, state: dict) -> None:
-        if self.server is not None:
-            self.server.load_state_dict(state["server"])
+    def load_worker_state(self, state: dict) -> None:
         self.version = list(state["version"])
 
 

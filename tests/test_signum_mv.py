@@ -285,7 +285,7 @@ def test_resume_after_a_kill_equals_the_uninterrupted_run(simulated, tmp_path):
     checkpoint (the workers' momentum with it) and ends where the uninterrupted run ends."""
     cfg = sim_config({"name": "signum_mv", "aggregation": "server"}, W, workload={"optimizer": OPT})
     simulate(cfg, tmp_path, fault="1:15")  # killed there
-    m = torch.load(tmp_path / "ckpt" / "rank0.pt", weights_only=False)["algo"]["momentum"]
+    m = torch.load(tmp_path / "ckpt" / "rank0.pt", weights_only=False)["algo"]["worker"]["momentum"]
     assert m is not None and float(m.abs().max()) > 0
     simulate(cfg, tmp_path)
     assert json.loads((tmp_path / "out" / "runinfo.json").read_text())["resumed_from_epoch"] == 0

@@ -6,7 +6,11 @@ any compressor ``C``) becomes dist-EF-blockSGDM with the blockwise compressor: t
 into blocks ``G_1..G_B`` (sizes ``d_b``) and block ``b`` is sent as its signs plus one scale,
 ``C(v)_b = (||v_b||_1 / d_b) sign(v_b)``.  ``block: tensor`` (one block) is dist-EF-SGDM, the
 paper's ``ef_sgdm`` baseline; ``block: layer`` (default) is the blockwise method.
-``nodes`` counts the workers; one server rank is added after them (``roles``), as ``ps_sync``.
+``nodes`` counts the workers; one server rank is added after them (``roles``), as ``ps_sync``:
+:class:`impls.ps.ServerBase`'s synchronous rounds, whose aggregation is steps 5-6 (``aggregate``)
+and whose server then applies ``Delta~`` to its own copy of ``x`` (``after_replying``); that copy,
+its step count and ``e~`` are checkpointed in the servers' one form (``impls.ps``), a worker's
+momentum and ``e_i`` as the worker state.
 
 Communication per step (``W`` workers, ``d`` parameters, ``B`` blocks), all point to point:
 
@@ -89,7 +93,8 @@ import torch
 from ..compression import Compressor, build
 from ..errors import ConfigError
 from ..flat import flat_grads, flat_params, write_params
-from ..protocol import Algorithm, ServeContext, StepContext
+from ..protocol import StepContext
+from ..ps import ServerBase
 from . import register
 
 
@@ -111,14 +116,11 @@ def make_compressor(cfg: EFBlockSGDMConfig, layout: Sequence[int], seed: int = 0
 
 
 @register("ef_blocksgdm")
-class EFBlockSGDM(Algorithm):
+class EFBlockSGDM(ServerBase):
     Config = EFBlockSGDMConfig
     optimizer_use = "owns"
     supported_optimizers = {"sgd": {}}  # momentum, nesterov and weight decay are read, any value
-
-    @classmethod
-    def roles(cls, workers: int, cfg: EFBlockSGDMConfig) -> list[str]:
-        return ["worker"] * workers + ["server"] * cfg.servers
+    serve = ServerBase.serve_rounds  # 5, 6 (aggregate, after_replying below)
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
@@ -127,20 +129,13 @@ class EFBlockSGDM(Algorithm):
         self.nesterov = bool(o.nesterov) and self.mu > 0
 
     def setup(self, model):
-        self.model = model
-        self.server = self.ctx.world  # the first rank after the workers
-        self.broadcast_initial_state(model)  # every rank, the server included
+        super().setup(model)  # every rank, the server included, starts from rank 0's model
         layout = [p.numel() for p in model.parameters()]
         self.d = sum(layout)
         self.ef = make_compressor(self.cfg, layout, self.ctx.seed)  # worker: e_i; server: e~
         self.m = torch.zeros(self.d, device=self.ctx.device) if self.is_worker() else None
-
-    def _send(self, parts: list[torch.Tensor], dst: int) -> list:
-        return [self.comm.isend(p, dst) for p in parts]
-
-    def _recv(self, src: int) -> tuple[list[torch.Tensor], list]:
-        bufs = self.ef.empty(self.d, device=self.ctx.device)
-        return bufs, [self.comm.irecv(b, src) for b in bufs]
+        if self.server is not None:
+            self.server.compressor = self.ef  # e~ is checkpointed with the server's x
 
     @torch.no_grad()
     def step(self, s: StepContext) -> dict[str, float]:
@@ -150,10 +145,8 @@ class EFBlockSGDM(Algorithm):
             g.add_(x, alpha=self.wd)  # 1
         self.m.mul_(self.mu).add_(g)  # 2
         p = g.add(self.m, alpha=self.mu) if self.nesterov else self.m.clone()
-        sends = self._send(self.ef.compress(p.mul_(s.lr)), self.server)  # 3, 4 (e_i kept by self.ef)
-        bufs, recvs = self._recv(self.server)
-        for h in recvs + sends:
-            h.wait()
+        bufs = self.message_parts()
+        self.exchange([self.ef.compress(p.mul_(s.lr))], [bufs])  # 3, 4 (e_i kept by self.ef)
         write_params(self.model, x.sub_(self.ef.decompress(bufs, self.d)))  # 7
         nb, clock = 4 * self.d, self.comm.clock  # op-cost model: flatten x, g; write x back
         clock.charge_op("copy", 3 * nb)
@@ -161,32 +154,28 @@ class EFBlockSGDM(Algorithm):
         clock.charge_op("compress", 8 * nb)  # compress (+ error feedback: 6 passes), decompress
         return {}
 
+    # -- the server (ServerBase.serve_rounds) --------------------------------------------------
+    def message_parts(self) -> list[torch.Tensor]:
+        return self.ef.empty(self.d, device=self.ctx.device)
+
     @torch.no_grad()
-    def serve(self, sc: ServeContext) -> None:
-        W, d = self.ctx.world, self.d
-        x = flat_params(self.model)  # the server follows the replicas, so its checkpoint is the model
-        for epoch in range(sc.start_epoch, sc.epochs):
-            for _ in range(sc.steps_per_epoch):
-                posted = [self._recv(w) for w in range(W)]  # 5
-                total = torch.zeros(d, device=x.device)
-                for bufs, hs in posted:
-                    for h in hs:
-                        h.wait()
-                    total.add_(self.ef.decompress(bufs, d))
-                parts = self.ef.compress(total.div_(W))  # 6 (e~ kept by self.ef)
-                for h in [h for w in range(W) for h in self._send(parts, w)]:
-                    h.wait()
-                x.sub_(self.ef.decompress(parts, d))
-                nb, clock = 4 * d, self.comm.clock  # op-cost model: W decompressions and sums, one
-                clock.charge_op("compress", (W + 8) * nb)  # compression with error feedback, one decompress
-                clock.charge_op("arith", (3 * W + 5) * nb)
-            write_params(self.model, x)
-            sc.end_epoch(epoch, {})
+    def aggregate(self, msgs: list[list[torch.Tensor]], lr: float) -> list[torch.Tensor]:
+        total = torch.zeros(self.d, device=self.ctx.device)  # 5
+        for parts in msgs:
+            total.add_(self.ef.decompress(parts, self.d))
+        return self.ef.compress(total.div_(self.ctx.world))  # 6 (e~ kept by self.ef)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"momentum": None if self.m is None else self.m.clone(), "error_feedback": self.ef.state_dict()}
+    @torch.no_grad()
+    def after_replying(self, reply: list[torch.Tensor], lr: float) -> None:
+        self.server.x.detach().sub_(self.ef.decompress(reply, self.d))  # the server's copy follows the replicas
+        self.server.version += 1
+        W, nb, clock = self.ctx.world, 4 * self.d, self.comm.clock  # op-cost model: W decompressions and sums,
+        clock.charge_op("compress", (W + 8) * nb)  # one compression with error feedback, one decompress
+        clock.charge_op("arith", (3 * W + 5) * nb)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("momentum") is not None:
-            self.m = state["momentum"].clone()
-        self.ef.load_state_dict(state["error_feedback"])
+    def worker_state(self) -> dict[str, Any]:
+        return {"momentum": self.m.clone(), "compressor": self.ef.state_dict()}
+
+    def load_worker_state(self, state: dict[str, Any]) -> None:
+        self.m = state["momentum"].clone()
+        self.ef.load_state_dict(state["compressor"])

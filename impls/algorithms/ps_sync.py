@@ -27,7 +27,8 @@ Steps at iteration ``t``:
 Replicas start equal (rank 0's model broadcast to all, servers included) and stay equal,
 so on the same data this equals ``allreduce_sgd`` up to float rounding of the sum (tested
 to 1e-6 at 2 and 4 workers).  Only the server keeps optimizer state (momentum); it
-checkpoints it with the parameters.
+checkpoints it with its parameters and version in the servers' one form (:mod:`impls.ps`).
+The loop is :class:`impls.ps.ServerBase`'s synchronous rounds; step 2 is ``aggregate``.
 
 Hyperparameters:
 
@@ -44,8 +45,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 
-from ..protocol import ServeContext, StepContext
+from ..protocol import StepContext
 from ..ps import ParameterServer
 from . import register
 
@@ -58,30 +60,21 @@ class PSSyncConfig:
 @register("ps_sync")
 class PSSync(ParameterServer):
     Config = PSSyncConfig
+    serve = ParameterServer.serve_rounds  # 2, 3 (aggregate below)
 
     def step(self, s: StepContext) -> dict[str, float]:
         sh = self.shards
-        sends = [self.comm.isend(g, sh.rank(j)) for j, g in enumerate(sh.grads())]  # 1
         bufs = [sh.empty(n) for n in sh.sizes]
-        for h in [self.comm.irecv(b, sh.rank(j)) for j, b in enumerate(bufs)]:  # 3
-            h.wait()
-        for h in sends:
-            h.wait()
+        self.exchange([[g] for g in sh.grads()], [[b] for b in bufs])  # 1, 3
         sh.write(bufs)
         return {}
 
-    def serve(self, sc: ServeContext) -> None:
-        W, srv = self.ctx.world, self.server
-        bufs = [self.shards.empty(self.shards.sizes[srv.j]) for _ in range(W)]
-        for epoch in range(sc.start_epoch, sc.epochs):
-            for i in range(sc.steps_per_epoch):
-                for h in [self.comm.irecv(bufs[w], w) for w in range(W)]:  # 2
-                    h.wait()
-                g = bufs[0].clone()
-                for b in bufs[1:]:
-                    g.add_(b)
-                srv.apply(g, sc.lr_at(epoch + i / sc.steps_per_epoch), 1.0 / W, W)
-                out = srv.params()
-                for h in [self.comm.isend(out, w) for w in range(W)]:  # 3
-                    h.wait()
-            self.end_epoch(sc, epoch, {})
+    def message_parts(self) -> list[torch.Tensor]:
+        return [self.shards.empty(self.shards.sizes[self.server.j])]
+
+    def aggregate(self, msgs: list[list[torch.Tensor]], lr: float) -> list[torch.Tensor]:
+        g = msgs[0][0].clone()  # 2
+        for (b,) in msgs[1:]:
+            g.add_(b)
+        self.server.apply(g, lr, 1.0 / self.ctx.world, self.ctx.world)
+        return [self.server.params()]  # 3

@@ -15,6 +15,10 @@ Communication per step, ``W`` workers, ``d`` parameters (``ceil(d/8)`` bytes of 
 * ``aggregation: server`` (the papers' form; one server rank after the workers, as
   ``ps_sync``): each worker sends ``ceil(d/8)`` (its signs) to the server and receives
   ``ceil(d/8)`` (the vote).  The server receives and sends ``W ceil(d/8)``, counted apart.
+  It is :class:`impls.ps.ServerBase`'s synchronous rounds with the vote as the aggregation
+  (``aggregate``: step 4) and step 5 on the server's copy of ``x`` while the votes travel
+  (``while_replying``); that copy and its step count are checkpointed in the servers' one
+  form (``impls.ps``), the workers' momentum as the worker state.
 * ``aggregation: allgather`` (no extra rank): an all-gather of the packed signs; each worker
   then votes locally.  Counted as a ring all-gather: ``(W-1) ceil(d/8)`` sent and received
   per worker, so it moves more than the server's 2 x ``ceil(d/8)`` from ``W = 3`` on, with
@@ -32,8 +36,8 @@ Steps at iteration ``t`` (every worker):
    (``random``); it still keeps an honest ``m`` and applies the vote, so replicas stay equal.
 4. Vote ``V = sign(sum_i s_i)``, a tie (``sum = 0``, even ``W``) giving ``+1``: on the server,
    which sends ``V`` to every worker (``server``), or on each worker after the all-gather.
-5. ``x = x - lr (V + weight_decay x)`` on every rank (the server too, so its checkpointed copy
-   equals the workers').
+5. ``x = x - lr (V + weight_decay x)`` on every rank (the server too, on its copy of ``x``, so
+   its checkpointed copy equals the workers').
 
 Hyperparameters (``algorithm``):
 
@@ -73,7 +77,8 @@ import torch
 from ..compression import build, pack_bits, unpack_bits
 from ..errors import ConfigError
 from ..flat import flat_grads
-from ..protocol import Algorithm, ServeContext, StepContext
+from ..protocol import StepContext
+from ..ps import ServerBase
 from . import register
 
 
@@ -102,14 +107,15 @@ def byzantine(signs: torch.Tensor, numel: int, mode: str, seed: int, rank: int, 
 
 
 @register("signum_mv")
-class SignumMV(Algorithm):
+class SignumMV(ServerBase):
     Config = SignumMVConfig
     optimizer_use = "owns"
     supported_optimizers = {"sgd": {"momentum": 0.0}}  # the momentum is beta, before the sign
+    serve = ServerBase.serve_rounds  # 4, 5 (aggregate, while_replying below)
 
     @classmethod
-    def roles(cls, workers: int, cfg: SignumMVConfig) -> list[str]:
-        return ["worker"] * workers + (["server"] if cfg.aggregation == "server" else [])
+    def server_ranks(cls, cfg: SignumMVConfig) -> int:
+        return 1 if cfg.aggregation == "server" else 0
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
@@ -118,14 +124,16 @@ class SignumMV(Algorithm):
         self.byzantine = ctx.world - cfg.adversaries <= ctx.rank < ctx.world
 
     def setup(self, model):
-        self.model = model
-        self.params = list(model.parameters())
-        self.sizes = [p.numel() for p in self.params]
+        super().setup(model)  # every rank, the server included, starts from rank 0's model
+        self.sizes = [p.numel() for p in model.parameters()]
         self.d = sum(self.sizes)
         self.sign = build({"name": "sign"}, key="algorithm", seed=self.ctx.seed, layout=self.sizes)
         self.wd = self.ctx.optim.weight_decay
         self.m: torch.Tensor | None = None
-        self.broadcast_initial_state(model)  # every rank, the server included
+        # what step 5 updates: a worker's model, the server's copy x (ServerBase)
+        self.params = list(model.parameters()) if self.server is None else self.server.x.detach().split(self.sizes)
+        if self.server is not None:
+            self.server.compressor = self.sign
 
     @torch.no_grad()
     def _apply(self, vote: torch.Tensor, lr: float) -> None:
@@ -150,10 +158,8 @@ class SignumMV(Algorithm):
         if self.byzantine:
             signs = byzantine(signs, self.d, self.cfg.adversary_mode, self.ctx.seed, self.ctx.rank, s.step)
         if self.cfg.aggregation == "server":  # 4
-            vote = self.sign.empty(self.d, self.ctx.device)[0]
-            send = self.comm.isend(signs, self.ctx.world)
-            self.comm.irecv(vote, self.ctx.world).wait()
-            send.wait()
+            vote = self.message_parts()[0]
+            self.exchange([[signs]], [[vote]])
         else:
             bufs = [self.sign.empty(self.d, self.ctx.device)[0] for _ in range(self.ctx.world)]
             self.comm.all_gather(bufs, signs)
@@ -161,23 +167,21 @@ class SignumMV(Algorithm):
         self._apply(vote, s.lr)
         return {}
 
-    def serve(self, sc: ServeContext) -> None:
-        W = self.ctx.world
-        bufs = [self.sign.empty(self.d, self.ctx.device)[0] for _ in range(W)]
-        for epoch in range(sc.start_epoch, sc.epochs):
-            for i in range(sc.steps_per_epoch):
-                for h in [self.comm.irecv(bufs[w], w) for w in range(W)]:
-                    h.wait()
-                vote = majority_vote(bufs, self.d)  # 4
-                sends = [self.comm.isend(vote, w) for w in range(W)]
-                self._apply(vote, sc.lr_at(epoch + i / sc.steps_per_epoch))  # 5, while the votes travel
-                for h in sends:
-                    h.wait()
-            sc.end_epoch(epoch, {})
+    # -- the server (ServerBase.serve_rounds) --------------------------------------------------
+    def message_parts(self) -> list[torch.Tensor]:
+        return self.sign.empty(self.d, self.ctx.device)
 
-    def state_dict(self):
+    def aggregate(self, msgs: list[list[torch.Tensor]], lr: float) -> list[torch.Tensor]:
+        return [majority_vote([s for (s,) in msgs], self.d)]  # 4
+
+    @torch.no_grad()
+    def while_replying(self, reply: list[torch.Tensor], lr: float) -> None:
+        self._apply(reply[0], lr)  # 5, while the votes travel
+        self.server.version += 1
+
+    def worker_state(self):
         return {"momentum": self.m, "compressor": self.sign.state_dict()}
 
-    def load_state_dict(self, state):
+    def load_worker_state(self, state):
         self.m = state["momentum"]
         self.sign.load_state_dict(state.get("compressor") or {})

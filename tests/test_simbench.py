@@ -176,6 +176,10 @@ def test_allreduce_efficiency_fits_and_paper_rows():
     e = simbench.fit_allreduce_efficiency(420.0, 282.657, 32, 102.228128e6)
     assert e == pytest.approx(171.52 / (171.52 + 420.0 - 282.657), rel=1e-4)
     assert simbench.fit_allreduce_efficiency(282.657, 282.657, 32, 102.228128e6) == pytest.approx(1.0)
+    # recursive doubling (the SGP v1 code's all-reduce: PyTorch 0.5's THD tcp backend) puts log2(32) = 5
+    # whole models on the wire: 5 x 102.228128 MB / 1.154762 GB/s = 442.64 ms at line rate
+    e_rd = simbench.fit_allreduce_efficiency(1279.0, 600.0, 32, 102.228128e6, algorithm="recursive_doubling")
+    assert e_rd == pytest.approx(442.64 / (442.64 + 1279.0 - 600.0), rel=1e-4)
     # overlapped: the backward (2/3 of 90 ms) hides 60 ms of the all-reduce, so a lower efficiency fits
     e_on = simbench.fit_efficiency_overlapped(420.0, 282.657, 90.0, 32, 102.228128e6)
     assert e_on == pytest.approx(171.52 / (171.52 + 420.0 - 282.657 + 60.0), rel=1e-3)

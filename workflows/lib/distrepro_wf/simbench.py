@@ -400,9 +400,11 @@ def vs_real_row(real: Mapping[str, Mapping[int, list[float]]], sim: Mapping[str,
 # -- sim_paper_rows: every published timing row we hold against its prediction -------------
 PAPER_ROWS_TOL = 0.25
 IMAGENET_TRAIN = 1_281_167  # ILSVRC-2012 training images
-#: the all-reduce bus efficiency a socket transport on 10 GbE plausibly reaches (ASSUMED range:
-#: no source was retrieved; a socket ring that fills at least half the NIC, at most all of it)
-EFFICIENCY_RANGE = (0.5, 1.0)
+#: the all-reduce bus efficiency (achieved bus bandwidth / line rate) of NCCL over TCP sockets:
+#: measured 32-65 % of line rate at 20-100 Gb/s (NVIDIA/nccl issues #209, #398, #450,
+#: nccl-tests #83); 0.9 is a single 10 GbE TCP stream's goodput, no measurement above 65 % found.
+#: Sources and quotes: docs/sim-parameter-sources.md, section "all-reduce bus efficiency".
+EFFICIENCY_RANGE = (0.30, 0.90)
 #: a backward pass takes about twice the forward (ASSUMED: the usual 1:2 split of a training
 #: step's compute), for the overlap-on variant of the fit
 BACKWARD_SHARE = 2 / 3
@@ -410,15 +412,18 @@ V100X1_RESNET50_FP32 = 367.0  # images/s, 1 V100 16GB, FP32 (NVIDIA DLE PyTorch 
 
 
 def fit_allreduce_efficiency(published_ms: float, step_at_1_ms: float, nodes: int, model_bytes: float,
-                             platform: Any = "ethernet_10g") -> float:
+                             platform: Any = "ethernet_10g", algorithm: str = "ring") -> float:
     """``platform.allreduce_efficiency`` that makes the AR step ``published_ms``, from the
-    simulated step at efficiency 1 (``step_at_1_ms``), overlap off: only the ring's bandwidth
-    term ``B = 2 (n-1) S / (n beta)`` grows as 1/e, so ``e = B / (B + published - step(1))``
-    (> 1: the row is faster than the ideal ring allows; returned as is)."""
+    simulated step at efficiency 1 (``step_at_1_ms``), overlap off: only the all-reduce's
+    bandwidth term ``B`` grows as 1/e (the ring's ``2 (n-1) S / (n beta)``, recursive
+    doubling's ``log2(n) S / beta``: :func:`impls.costmodel.allreduce_cost`), so ``e = B /
+    (B + published - step(1))`` (> 1: the row is faster than the algorithm allows at line
+    rate; returned as is)."""
+    from impls.costmodel import allreduce_cost
     from impls.sim.platforms import alpha_beta, platform_config
 
     _, beta = alpha_beta(platform_config(platform))
-    b = 2 * (nodes - 1) * model_bytes / (nodes * beta) * 1e3
+    b = allreduce_cost(algorithm, model_bytes, nodes).wire_bytes / beta * 1e3
     return b / (b + published_ms - step_at_1_ms)
 
 

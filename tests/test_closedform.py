@@ -151,6 +151,9 @@ def test_ps_sync_is_two_phase_when_staging_is_free_and_async_is_link_bound():
     # P: staging free, no apply: C + 2 (alpha + n B/bw) = 0.2 + 2 (50e-6 + 0.8), the replies and the
     # next pushes each a phase of the server's NIC
     assert cf.step_s("ps_sync", P) == pytest.approx(1.8001, abs=1e-12)
+    # a 4x-slow worker (0.8 s) computes while the 7 others' pushes (0.7 s) share the link, then sends
+    # its own (0.1 s): max(0.8 + 0.1, 0.2 + 0.1 + 7 x 0.1) = 1.0, as without it
+    assert cf.step_s("ps_sync", P.with_(slow_factor=4.0)) == pytest.approx(1.8001, abs=1e-12)
     # ps_async on P: the server's link, 8 x 0.1 = 0.8, against t = 0.2 + 2 (50e-6 + 0.1) = 0.4001
     assert cf.step_s("ps_async", P) == pytest.approx(0.8, abs=1e-12)
     # four servers: their links carry 8 x 0.025 = 0.2 a round, below the workers' 0.4001

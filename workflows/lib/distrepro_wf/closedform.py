@@ -200,14 +200,15 @@ def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, in
        so a short link-bound run is slower than ``T`` (32 workers on 10 GbE, 5 rounds: +70 %).
     3. ``ps_sync`` (``k = 1``): after the last push arrives the server applies (``a``), then
        stages the ``n`` replies one after another (``delta`` each) onto its link; the last
-       reply lands ``delta + max(n D, (n-1) delta + D)`` later.  The last worker then computes
-       (the slowest of ``n`` draws, ``C_n``), stages and sends its push (``delta + D``).  Where
-       ``delta < D`` the replies share the link and the workers finish together, so the next
-       round's pushes share it too: ``(n-1)(D - delta)`` more.  So
-       ``T = C_n + a + 2 (delta + alpha) + max(n D, (n-1) delta + D) + D + (n-1) max(0, D - delta)``,
-       which is the two-phase ``C_n + 2 (alpha + o + n B/bw')`` when staging is free (``delta
-       = o``, ``a = 0``) and pipelined (``C_n + a + (n+1) delta + 2 D``) when it is slower than
-       the wire.
+       reply lands ``a + delta + max(n D, (n-1) delta + D)`` later (the replies).  Then the
+       pushes: the last worker served (the straggler, rank -1) computes (the slowest of ``n``
+       draws, ``C_n = C max(f, z_n)``), stages and sends its push: ``C_n + delta + D``; where
+       ``delta < D`` the replies share the link and the workers finish together, so their
+       pushes share it too and the last lands ``C + delta + D + (n-1)(D - delta)`` after the
+       replies, whichever is later (a slow worker's compute hides behind the others' pushes on
+       a busy link).  So ``T = replies + pushes + 2 alpha``: the two-phase
+       ``C + 2 (alpha + o + n B/bw')`` when staging is free (``delta = o``, ``a = 0``), and
+       pipelined (``C_n + a + (n+1) delta + 2 D``) when staging is slower than the wire.
     4. ``ps_cyclic`` (fixed order, one push per worker per round): the server waits for each
        worker in turn, so a round is at least the slowest cycle (compute ``C max(f, z_n)``) and
        at least the server's and its link's ``n`` pushes: ``T = max(n max(s, D), max_i t_i)``.
@@ -245,8 +246,9 @@ def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, in
         return async_round()
     if algorithm == "ps_sync":  # k servers: each stages and sends 1/k of every reply; a worker's NIC a whole model
         ds, dw = sigma / k + o, sigma + k * o
-        return (_sync_compute(p, n) + a / k + ds + dw + 2 * p.latency_s + max(n * D / k, (n - 1) * ds + D)
-                + D + (n - 1) * max(0.0, D / k - ds))
+        replies = a / k + ds + max(n * D / k, (n - 1) * ds + D)
+        pushes = max(_sync_compute(p, n) + dw + D, p.compute_s + dw + D + (n - 1) * max(0.0, D / k - ds))
+        return replies + pushes + 2 * p.latency_s
     if algorithm == "ps_cyclic":
         slowest = _worker_cycle(p.with_(compute_s=_sync_compute(p, n)), 1.0, k)
         return max(n * max(2 * sigma / k + a / k + o, D / k), slowest)

@@ -194,10 +194,14 @@ def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, in
     2. ``ps_async`` (no barrier): throughput is the smaller of the workers' and the server's,
        ``T = max(n max(s, D/k), n / sum_i 1/t_i)``; the slow worker only removes its own share
        of the rate.  With ``inflight b > 1`` a worker waits only for its ``b``-th oldest reply:
-       ``t_i -> max(C f_i + sigma + k o, t_i / b)``.  This is the steady state: from a start
-       where every worker pushes at once, fair sharing of the server's link keeps the pushes
-       bunched for a while (a lockstep that fades by a few % a round; README, sim_vs_netns),
-       so a short link-bound run is slower than ``T`` (32 workers on 10 GbE, 5 rounds: +70 %).
+       ``t_i -> max(C f_i + sigma + k o, t_i / b)``.  This is the desynchronised steady state,
+       which real TCP falls into (README, sim_vs_netns).  The simulated link shares max-min
+       fairly, so pushes sent together land together and so do their replies: on a link-bound
+       server equal, jitter-free workers stay in lockstep, as slow as ``ps_sync`` (2 workers,
+       tested); the server's serial staging and jitter break it up only gradually (32 workers
+       on 10 GbE: the one-epoch run of 5 rounds is 1.7x ``T``; 8 workers, steady: 1.3x).
+       So on a link-bound server ``T`` is a lower bound of the simulated round, and a
+       straggler breaks the lockstep (the others are not held by it: tested).
     3. ``ps_sync`` (``k = 1``): after the last push arrives the server applies (``a``), then
        stages the ``n`` replies one after another (``delta`` each) onto its link; the last
        reply lands ``a + delta + max(n D, (n-1) delta + D)`` later (the replies).  Then the

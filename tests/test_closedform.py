@@ -130,8 +130,10 @@ PS = cf.Point(compute_s=0.1, model_bytes=100e6, bandwidth=10e9, latency_s=0.0, n
 @pytest.mark.parametrize("alg,opts,factor,expected", [
     ("ps_async", {}, 1.0, 0.141),  # max(4 x 0.021, t(1) = 0.141): the workers set the pace
     ("ps_async", {}, 4.0, 0.16989344),  # 4 / (3/0.141 + 1/0.441): the slow worker removes its share only
-    ("ps_async", {"servers": 2}, 1.0, 0.1355),  # t = 0.1 + 0.01 + 0.01 + 0.0005 + 0.005 + 0.01 (half a reply staged)
-    ("ps_async", {"inflight": 2}, 1.0, 0.11),  # max(C + sigma, t / 2): the reply hides behind the next gradient
+    # two servers: halves staged 0.005 each; push 0.005 + max(D, 0.005 + D/2) = 0.015, reply
+    # a/2 + 0.005 + max(D/2, D - 0.005) = 0.0105: t = 0.1255 (the halves pipeline staging and wire)
+    ("ps_async", {"servers": 2}, 1.0, 0.1255),
+    ("ps_async", {"inflight": 2}, 1.0, 0.12),  # max(C + 2 sigma, t / 2): the wire hides behind the next gradient
     ("ps_sync", {}, 1.0, 0.171),  # C + a + 2 sigma + max(4D, 3 sigma + D) + D = 0.1 + 0.001 + 0.02 + 0.04 + 0.01
     ("ps_sync", {}, 4.0, 0.471),  # the slow worker's compute, 0.4, instead
     ("ps_cyclic", {}, 1.0, 0.141),  # max(4 s = 0.084, t(1))

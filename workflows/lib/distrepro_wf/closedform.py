@@ -162,18 +162,17 @@ def step_s(algorithm: str, p: Point, peers: int = 1, **opts: Any) -> float | Non
 
 
 def _worker_cycle(p: Point, factor: float, servers: int = 1) -> float:
-    """One blocking worker's push-pull cycle when nobody queues: its compute, the staging and
-    per-message overhead of its ``k`` push parts, the push on the wire, the server's apply and
-    the staging of its reply part, the reply on the wire (its receive staging is slept while it
-    waits, so hidden): ``C f + (sigma + k o) + (alpha + D) + a/k + (sigma/k + o) + (alpha + D)``."""
-    k, o = servers, p.msg_overhead_s
-    sigma, D = p.model_bytes / p.stage_bandwidth, p.model_bytes / _bw(p)
-    return p.compute_s * factor + (sigma + k * o) + a_k(p, k) + (sigma / k + o) + 2 * (p.latency_s + D)
-
-
-def a_k(p: Point, servers: int) -> float:
-    """One server's apply of its ``1/k`` of a gradient."""
-    return p.apply_s / servers
+    """One blocking worker's push-pull cycle when nobody queues (its receive staging is slept
+    while it waits, so hidden).  The push: the ``k`` parts are staged and sent one after
+    another (``d_k = sigma/k + o`` each) and share the worker's NIC, so the last lands
+    ``d_k + max(D, (k-1) d_k + D/k)`` after the compute; the servers apply and stage their reply
+    parts as their parts land (``a/k + d_k``), and the last reply part needs the rest of the
+    worker's NIC, ``max(D/k, D - (k-1) d_k)``.  ``k = 1``: ``C f + 2 (sigma + o + D + alpha) + a``."""
+    k = servers
+    D, dk = p.model_bytes / _bw(p), p.model_bytes / p.stage_bandwidth / k + p.msg_overhead_s
+    push = dk + max(D, (k - 1) * dk + D / k)
+    reply = p.apply_s / k + dk + max(D / k, D - (k - 1) * dk)
+    return p.compute_s * factor + push + reply + 2 * p.latency_s
 
 
 def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, inflight: int = 1,
@@ -193,8 +192,9 @@ def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, in
        ``t_i`` (:func:`_worker_cycle`).
     2. ``ps_async`` (no barrier): throughput is the smaller of the workers' and the server's,
        ``T = max(n max(s, D/k), n / sum_i 1/t_i)``; the slow worker only removes its own share
-       of the rate.  With ``inflight b > 1`` a worker waits only for its ``b``-th oldest reply:
-       ``t_i -> max(C f_i + sigma + k o, t_i / b)``.  This is the desynchronised steady state,
+       of the rate.  With ``inflight b > 1`` a worker waits only for its ``b``-th oldest reply,
+       but still sleeps the staging of its push and of each reply it installs:
+       ``t_i -> max(C f_i + 2 sigma + k o, t_i / b)``.  This is the desynchronised steady state,
        which real TCP falls into (README, sim_vs_netns).  The simulated link shares max-min
        fairly, so pushes sent together land together and so do their replies: on a link-bound
        server equal, jitter-free workers stay in lockstep, as slow as ``ps_sync`` (2 workers,
@@ -242,16 +242,17 @@ def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, in
 
     def async_round() -> float:
         cycles = [_worker_cycle(p, f, k) for f in factors]
-        if inflight > 1:
-            cycles = [max(p.compute_s * f + sigma + k * o, t / inflight) for f, t in zip(factors, cycles)]
+        if inflight > 1:  # the worker sleeps the staging of its push and, when it next looks, of the reply
+            cycles = [max(p.compute_s * f + 2 * sigma + k * o, t / inflight) for f, t in zip(factors, cycles)]
         return max(srv, n / sum(1 / t for t in cycles))
 
     if algorithm == "ps_async":
         return async_round()
     if algorithm == "ps_sync":  # k servers: each stages and sends 1/k of every reply; a worker's NIC a whole model
-        ds, dw = sigma / k + o, sigma + k * o
+        ds = sigma / k + o
+        push = ds + max(D, (k - 1) * ds + D / k)  # a worker's k parts, staged one after another (_worker_cycle)
         replies = a / k + ds + max(n * D / k, (n - 1) * ds + D)
-        pushes = max(_sync_compute(p, n) + dw + D, p.compute_s + dw + D + (n - 1) * max(0.0, D / k - ds))
+        pushes = max(_sync_compute(p, n) + push, p.compute_s + push + (n - 1) * max(0.0, D / k - ds))
         return replies + pushes + 2 * p.latency_s
     if algorithm == "ps_cyclic":
         slowest = _worker_cycle(p.with_(compute_s=_sync_compute(p, n)), 1.0, k)

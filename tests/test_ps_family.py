@@ -286,8 +286,8 @@ def test_server_throughput_benchmark_on_real_ranks(tmp_path):
 #: (beta, with the 5 % of a link that the reverse flows' acknowledgments take, LV08), whereas a
 #: phase where only one direction carries data gets 5 % more; ps_sync's replies that overlap on
 #: the link are charged as finishing together.  So 5 %: the acknowledgment share, the largest
-#: effect left out (measured: 0-2 % where staging sets the pace, 3-4.5 % on a link-bound server, whose
-#: phases are one-way).
+#: effect left out (measured: 0-2 % where staging sets the pace, 3-4.5 % on a link-bound
+#: server, whose phases are one-way).
 CF_TOL = 0.05
 PS_PROFILE = {"name": "resnet50_v100x8", "jitter": 0.0}
 

@@ -139,6 +139,7 @@ PS = cf.Point(compute_s=0.1, model_bytes=100e6, bandwidth=10e9, latency_s=0.0, n
     ("ps_cyclic", {}, 1.0, 0.141),  # max(4 s = 0.084, t(1))
     ("ps_cyclic", {}, 4.0, 0.441),  # the fixed order waits for the slow worker's cycle t(4)
     ("ps_ssp", {}, 1.0, 0.141),  # no straggler: the bound never binds, ps_async
+    ("ps_ssp", {"staleness": 0}, 1.0, 0.171),  # s = 0 binds every round: 0.1 + 0.021 + 0.05, ps_sync's round
     ("ps_ssp", {}, 4.0, 0.471),  # 0.4 + sigma + D + a + max(4 sigma + D, sigma + 4 D) = 0.4 + 0.021 + 0.05
     ("ps_ssp", {"rounds": 10}, 4.0, 0.365025),  # 0.471 (1 - 3 x 3 / (4 x 10)): the head start of 9 pushes
     ("ps_ssp", {"staleness": 100, "rounds": 10}, 4.0, 0.16989344),  # a bound never reached: ps_async

@@ -225,7 +225,9 @@ def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, in
        max(n delta + D, delta + n D) + alpha``; ``T = max(T_async, t_ssp)``.  The head start of
        ``(n-1) s_b`` pushes saves ``(n-1) s_b / n`` rounds once per run: given the run's
        ``rounds`` ``R``, ``T = max(T_async, t_ssp (1 - (n-1) s_b / (n R)))``: between ``ps_async``
-       (``s_b -> inf``) and the synchronous wait for the straggler (``s_b = 0``).
+       (``s_b -> inf``) and the synchronous wait for the straggler (``s_b = 0``, which binds on
+       every round, straggler or not: ``t_ssp`` with ``C_n``, ``ps_sync``'s round when the
+       replies pipeline).  (Sharded ``ps_ssp`` is charged as one server.)
     6. ``ddcgu`` (a token, gradients accumulated meanwhile): a worker's main loop never waits
        (its background activity pushes the accumulation at its turn), so the gradient rate is
        the workers' compute rate: ``T = n / sum_i 1/(C f_i)``; the token's pace changes how
@@ -256,13 +258,14 @@ def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, in
         return replies + pushes + 2 * p.latency_s
     if algorithm == "ps_cyclic":
         slowest = _worker_cycle(p.with_(compute_s=_sync_compute(p, n)), 1.0, k)
-        return max(n * max(2 * sigma / k + a / k + o, D / k), slowest)
+        return max(srv, slowest)
     if algorithm == "ps_ssp":
         t_async = async_round()
-        if p.slow_factor <= 1.0:
+        if p.slow_factor <= 1.0 and staleness > 0:
             return t_async
-        t_ssp = (p.compute_s * p.slow_factor + delta + 2 * p.latency_s + D + a
-                 + max(n * delta + D, delta + n * D))
+        # the bound binds: on the slow worker, or with s_b = 0 on the slowest draw of every round
+        compute = p.compute_s * p.slow_factor if staleness > 0 else _sync_compute(p, n)
+        t_ssp = compute + delta + 2 * p.latency_s + D + a + max(n * delta + D, delta + n * D)
         if rounds:
             t_ssp *= max(0.0, 1 - (n - 1) * staleness / (n * rounds))
         return max(t_async, t_ssp)

@@ -118,3 +118,93 @@ def test_fitted_published_row_is_not_shown_as_published():
     fitted = {**CONFIG, "experiments": {"simx": {**SIM, "platform": {**SIM["platform"], "allreduce_efficiency": 0.4}}}}
     row = wfclaims.label_row(c, fitted, _row("reproduced", .66, .65, .67))
     assert row["published"] is None and "slowmo_t2a_ar_tpi" in row["published_fitted"]
+
+
+# the parameter-server family: C = 0.1 s, B = 100 MB, bw = 10 GB/s (D = 0.01 s on the wire), staging
+# at 10 GB/s (sigma = 0.01 s), apply 1 ms, no latency or per-message overhead, 4 workers.  A worker's
+# cycle t(f) = 0.1 f + sigma + D + a + sigma + D = 0.1 f + 0.041; the server's push s = 2 sigma + a = 0.021
+PS = cf.Point(compute_s=0.1, model_bytes=100e6, bandwidth=10e9, latency_s=0.0, nodes=4, stage_bandwidth=10e9,
+              apply_s=0.001)
+
+
+@pytest.mark.parametrize("alg,opts,factor,expected", [
+    ("ps_async", {}, 1.0, 0.141),  # max(4 x 0.021, t(1) = 0.141): the workers set the pace
+    ("ps_async", {}, 4.0, 0.16989344),  # 4 / (3/0.141 + 1/0.441): the slow worker removes its share only
+    # two servers: halves staged 0.005 each; push 0.005 + max(D, 0.005 + D/2) = 0.015, reply
+    # a/2 + 0.005 + max(D/2, D - 0.005) = 0.0105: t = 0.1255 (the halves pipeline staging and wire)
+    ("ps_async", {"servers": 2}, 1.0, 0.1255),
+    ("ps_async", {"inflight": 2}, 1.0, 0.12),  # max(C + 2 sigma, t / 2): the wire hides behind the next gradient
+    ("ps_sync", {}, 1.0, 0.171),  # C + a + 2 sigma + max(4D, 3 sigma + D) + D = 0.1 + 0.001 + 0.02 + 0.04 + 0.01
+    ("ps_sync", {}, 4.0, 0.471),  # the slow worker's compute, 0.4, instead
+    ("ps_cyclic", {}, 1.0, 0.141),  # max(4 s = 0.084, t(1))
+    ("ps_cyclic", {}, 4.0, 0.441),  # the fixed order waits for the slow worker's cycle t(4)
+    ("ps_ssp", {}, 1.0, 0.141),  # no straggler: the bound never binds, ps_async
+    ("ps_ssp", {"staleness": 0}, 1.0, 0.171),  # s = 0 binds every round: 0.1 + 0.021 + 0.05, ps_sync's round
+    ("ps_ssp", {}, 4.0, 0.471),  # 0.4 + sigma + D + a + max(4 sigma + D, sigma + 4 D) = 0.4 + 0.021 + 0.05
+    ("ps_ssp", {"rounds": 10}, 4.0, 0.365025),  # 0.471 (1 - 3 x 3 / (4 x 10)): the head start of 9 pushes
+    ("ps_ssp", {"staleness": 100, "rounds": 10}, 4.0, 0.16989344),  # a bound never reached: ps_async
+    ("ddcgu", {}, 1.0, 0.1),  # the workers never wait: their compute rate
+    ("ddcgu", {}, 4.0, 0.12307692),  # 4 / (3/0.1 + 1/0.4)
+])
+def test_parameter_server_round(alg, opts, factor, expected):
+    assert cf.step_s(alg, PS.with_(slow_factor=factor), **opts) == pytest.approx(expected, abs=1e-8)
+
+
+def test_ps_sync_is_two_phase_when_staging_is_free_and_async_is_link_bound():
+    # P: staging free, no apply: C + 2 (alpha + n B/bw) = 0.2 + 2 (50e-6 + 0.8), the replies and the
+    # next pushes each a phase of the server's NIC
+    assert cf.step_s("ps_sync", P) == pytest.approx(1.8001, abs=1e-12)
+    # a 4x-slow worker (0.8 s) computes while the 7 others' pushes (0.7 s) share the link, then sends
+    # its own (0.1 s): max(0.8 + 0.1, 0.2 + 0.1 + 7 x 0.1) = 1.0, as without it
+    assert cf.step_s("ps_sync", P.with_(slow_factor=4.0)) == pytest.approx(1.8001, abs=1e-12)
+    # ps_async on P: the server's link, 8 x 0.1 = 0.8, against t = 0.2 + 2 (50e-6 + 0.1) = 0.4001
+    assert cf.step_s("ps_async", P) == pytest.approx(0.8, abs=1e-12)
+    # four servers: their links carry 8 x 0.025 = 0.2 a round, below the workers' 0.4001
+    assert cf.step_s("ps_async", P, servers=4) == pytest.approx(0.4001, abs=1e-12)
+
+
+def test_method_options_of_parameter_servers():
+    assert cf.method_options({"algorithm": {"name": "ps_async", "servers": 4}}) == {"servers": 4}
+    assert cf.method_options({"algorithm": {"name": "ps_ssp", "staleness": 3}}) == {"staleness": 3}
+    assert cf.method_options({}) == {} and cf.method_options(None) == {}
+    assert cf.method_options({"algorithm": {"name": "sgp", "topology": {"peers": 1}}}) == {}
+
+
+# a parameter-server experiment: the fixed profile with the op costs the server pays, on a star whose
+# NIC gives bw = 10 GB/s per direction (0.97 x 86.5979 Gbit/s / 8 / 1.05), no latency: the PS point above
+PS_SIM = {"backend": "simgrid", "platform": {"name": "star", "nic_gbps": 86.597938, "latency_us": 0.0},
+          "profile": {"name": "fixed", "step_ms": 100.0, "model_mb": 100.0, "stage_gbps": 10.0, "mem_gbps": 800.0},
+          "methods": {"ps_sync": {}, "ps_async": {}, "ps_cyclic": {}, "ddcgu": {}}}
+PS_CONFIG = {"experiments": {"psx": PS_SIM}, "launcher": {"kind": "local"}}
+
+
+def test_parameter_server_claims_get_a_closed_form_and_a_sensitivity():
+    # async_ps_not_slowed_by_straggler's shape: (async/sync at slow1x4) / (async/sync without)
+    # = (0.16989344 / 0.471) / (0.141 / 0.171) = 0.36070794 / 0.82456140 = 0.43745
+    c = {**_claim("ps_async", "ps_sync", "psx"), "compare": "ratio_vs_control", "control": {"straggler": "none"}}
+    row = {**_row("reproduced", 0.43, 0.42, 0.44), "straggler": "slow1x4", "nodes": 4}
+    out = wfclaims.label_row(c, PS_CONFIG, row)
+    assert out["closed_form"] == pytest.approx(0.43745, abs=1e-5)
+    assert out["sensitivity"] == sens.HOLDS and out["status"] == "reproduced"
+
+
+def test_time_to_target_without_a_simulated_ratio_says_what_the_verdict_rests_on():
+    """A side that reaches the target in fewer runs cannot be faster to it: that does not depend on
+    timing when both sides are synchronous (holds), and may when one is asynchronous (its
+    staleness depends on timing: not evaluated); no longer "no simulated value to scale"."""
+    counts = {"tta_reached_a": 0, "tta_runs_a": 5, "tta_reached_b": 3, "tta_runs_b": 5}
+    row = {**_row("inconclusive", math.nan, math.nan, math.nan), **counts}
+    sync = wfclaims.label_row(_claim("sgp_1peer", "allreduce_sgd", metric="time_to_target_s"), CONFIG, dict(row))
+    assert sync["sensitivity"].startswith(sens.HOLDS + ": the verdict rests on how many runs reached the target")
+    assert "sgp_1peer 0 of 5, allreduce_sgd 3 of 5" in sync["sensitivity"] and sync["status"] == "inconclusive"
+    assert sync["closed_form"] == pytest.approx(0.795415, abs=1e-5)
+    asyn = wfclaims.label_row(_claim("ddcgu", "ps_sync", "psx", metric="time_to_target_s"), PS_CONFIG,
+                              {**dict(row), "nodes": 4})
+    assert asyn["sensitivity"].startswith("not evaluated: the verdict rests on how many runs reached the target")
+    assert "ddcgu is asynchronous" in asyn["sensitivity"]
+    # the closed form is the rounds' ratio: 0.1 / 0.171
+    assert asyn["closed_form"] == pytest.approx(0.58479532, abs=1e-8)
+    # a verdict resting on censored times (the sooner side reaches it as often) is not scaled
+    times = {**row, "tta_reached_a": 5, "tta_reached_b": 3}
+    other = wfclaims.label_row(_claim("sgp_1peer", "allreduce_sgd", metric="time_to_target_s"), CONFIG, times)
+    assert other["sensitivity"].startswith("not evaluated: the verdict rests on censored times")

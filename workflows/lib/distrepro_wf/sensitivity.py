@@ -15,6 +15,10 @@ re-evaluated over each range, one parameter at a time, the others at their nomin
    "flips when bandwidth efficiency passes 0.62".  A row whose verdict flips inside the ranges
    is shown at most **inconclusive** (never green, never a firm failure either), the reason says
    where it flips; a row that holds says "holds across the ranges".
+4. a time-to-target row without a simulated ratio (a side's runs did not all reach the target,
+   :func:`distrepro_wf.claims.censored_verdict`) has nothing to scale; where its verdict rests
+   on how many runs reached the target, :func:`reach_text` says whether a timing parameter
+   could move it.
 
 Per-epoch factors that do not depend on the parameters (steps per epoch, epochs to the target)
 cancel in ``r(p) / r0``; for a time-to-target claim this assumes the number of steps to the
@@ -56,6 +60,10 @@ RANGES: tuple[dict[str, Any], ...] = (
     {"name": "jitter", "label": "compute jitter (CV)", "how": "value", "low": 0.0, "high": 0.15,
      "reason": "3 % is assumed; step-time variation on GPU clusters is 1-15 % (input pipeline, OS noise, "
                "thermal throttling), and a synchronous step waits for the slowest draw"},
+    {"name": "stage_bandwidth", "label": "host/device staging bandwidth", "how": "scale", "low": 0.25, "high": 4.0,
+     "reason": "opcost's 12 GB/s per staged message is ASSUMED (impls/sim/opcost.py, PCIe 3.0 x16 pinned copies); "
+               "pageable copies reach 3-6 GB/s, GPUDirect RDMA skips the copy; it moves only the parameter-server "
+               "family's closed forms, whose server stages every push and reply"},
     {"name": "overlap", "label": "AR/backward overlap", "how": "value", "low": 0.0, "high": 1.0,
      "reason": "DDP's bucketed all-reduce hides behind the backward pass (1), the SGP reference's AR-SGD "
                "does not (0); which the papers' AR baselines did is not stated"},
@@ -79,7 +87,8 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
     (``measured``) or the experiment is not simulated."""
     from impls.sim.platforms import PRESETS, alpha_beta, platform_config  # noqa: PLC0415
     from impls.sim.profiles import profile_config  # noqa: PLC0415  (imports torch: only when needed)
-    from impls.sim.opcost import TCP_MSG_US  # noqa: PLC0415
+    from impls.sim.opcost import FREE, TCP_MSG_US, given_opcost, paper_opcost  # noqa: PLC0415
+    from impls.sim.profiles import PAPER  # noqa: PLC0415
 
     exp = (config.get("experiments") or {}).get(experiment)
     if not exp or exp.get("backend") != "simgrid":
@@ -91,26 +100,34 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
     alpha, beta = alpha_beta(plat)
     preset = PRESETS.get(plat.name, {})
     rack = int(plat.rack_size or 0)
+    # the two op costs a parameter server's closed form keeps (closedform.ps_step_s): staging of a
+    # payload and the apply (plain SGD: 3 x B for the weighted gradient, 5 x B for the update)
+    ops = given_opcost(vars(prof), paper_opcost() if prof.name in PAPER else FREE)
+    model_bytes = prof.model_mb * 1e6
+    stage = ops.stage_gbps * 1e9 if ops.stage_gbps else math.inf
+    apply_s = (3 + 5) * model_bytes / (ops.mem_gbps * 1e9) if ops.mem_gbps else 0.0
     uplink = (plat.uplink_gbps * 1e9 / 8 * beta / (plat.nic_gbps * 1e9 / 8)) if rack and plat.uplink_gbps else math.inf
-    return cf.Point(compute_s=prof.step_ms * 1e-3, model_bytes=prof.model_mb * 1e6, bandwidth=beta, latency_s=alpha,
+    return cf.Point(compute_s=prof.step_ms * 1e-3, model_bytes=model_bytes, bandwidth=beta, latency_s=alpha,
                     nodes=int(nodes), allreduce_efficiency=float(getattr(plat, "allreduce_efficiency", 1.0)),
                     msg_overhead_s=(prof.msg_us if prof.msg_us is not None else
                                     (TCP_MSG_US if prof.name != "fixed" else 0.0)) * 1e-6,
                     background=float(plat.background_load or 0.0) if "background_load" in preset or rack else 0.0,
                     jitter=prof.jitter, slow_factor=straggler_factor(straggler), uplink_bandwidth=uplink,
-                    rack_size=rack)
+                    rack_size=rack, stage_bandwidth=stage, apply_s=apply_s)
 
 
 def _side(config: dict[str, Any], experiment: str, sel: dict[str, Any], nodes: int,
-          straggler: str) -> tuple[cf.Point, str, int] | None:
-    """(nominal point, algorithm, peers) of one side of a claim at one setting, or None."""
+          straggler: str) -> tuple[cf.Point, str, int, dict[str, Any]] | None:
+    """(nominal point, algorithm, peers, parameter-server options) of one side of a claim at one
+    setting, or None."""
     n, st = int(sel.get("nodes", nodes)), str(sel.get("straggler", straggler))
     p = nominal_point(config, experiment, n, st)
     if p is None:
         return None
     methods = config["experiments"][experiment].get("methods") or {}
     alg, peers = cf.method_algorithm(methods.get(sel["method"]), sel["method"])
-    return (p, alg, peers) if cf.step_s(alg, p, peers) is not None else None
+    opts = cf.method_options(methods.get(sel["method"]))
+    return (p, alg, peers, opts) if cf.step_s(alg, p, peers, **opts) is not None else None
 
 
 def ratio_fn(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str,
@@ -129,8 +146,8 @@ def ratio_fn(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: s
     if any(a is None or b is None for a, b in sides):
         return None
 
-    def ratio(a: tuple[cf.Point, str, int], b: tuple[cf.Point, str, int], f: Callable[[cf.Point], cf.Point]) -> float:
-        return cf.step_s(a[1], f(a[0]), a[2]) / cf.step_s(b[1], f(b[0]), b[2])  # type: ignore[operator]
+    def ratio(a: tuple, b: tuple, f: Callable[[cf.Point], cf.Point]) -> float:
+        return cf.step_s(a[1], f(a[0]), a[2], **a[3]) / cf.step_s(b[1], f(b[0]), b[2], **b[3])  # type: ignore[operator]
 
     if len(sides) == 1:
         return lambda f: ratio(*sides[0], f)
@@ -171,7 +188,7 @@ def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
     nominal = nominal_point(config, c["experiment"], nodes, straggler)
     m, lo, hi = (float(row.get(k, math.nan)) for k in ("measured", "ci_low", "ci_high"))
     if not math.isfinite(m) or r0 <= 0:
-        return Result(r0, "not evaluated: no simulated value to scale", False, [])
+        return Result(r0, reach_text(row, c, config) or "not evaluated: no simulated value to scale", False, [])
     if not (math.isfinite(lo) and math.isfinite(hi)):
         lo = hi = m
     base = judge(lo, hi)
@@ -208,6 +225,54 @@ def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
     text = "; ".join(f"flips to {to} when {s['label']} passes {_fmt(s, v)} ({'above' if d > 0 else 'below'} "
                      f"nominal {_fmt(s, _setter(s, nominal)[3])})" for s, v, d, to in flips)
     return Result(r0, text, True, tornado)
+
+
+#: methods whose trajectory (staleness, so steps to a target) depends on timing: the rest take the
+#: same steps whatever the timing parameters (synchronous, or a fixed order: ps_cyclic)
+TIMING_DEPENDENT = {"adpsgd", "ps_async", "ps_ssp", "ddcgu"}
+
+
+def reach_text(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any]) -> str | None:
+    """The sensitivity of a time-to-target row without a simulated ratio (a side's runs did not
+    all reach the target: :func:`distrepro_wf.claims.censored_verdict`), or None.
+
+    Where the verdict rests on how many runs reached the target (neither side's median is
+    defined, or the side that must be sooner reaches it in a smaller share of its runs), a run
+    lasts a fixed number of epochs and a synchronous method takes the same steps whatever the
+    timing, so no parameter of the ranges moves the verdict: it holds.  An asynchronous side
+    (:data:`TIMING_DEPENDENT`) reaches the target with a staleness that depends on timing, which
+    a closed form cannot say: not evaluated.  A verdict that rests on censored times (the log-rank
+    test) is not evaluated either (scaling censored times is not done here)."""
+    from .claims import pass_region  # noqa: PLC0415
+
+    if c["metric"] != "time_to_target_s" or "b" not in c:
+        return None
+    try:
+        ra, na, rb, nb = (int(row[k]) for k in ("tta_reached_a", "tta_runs_a", "tta_reached_b", "tta_runs_b"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not na or not nb:
+        return None
+    lo, _, hi, _ = pass_region(c["expect"])
+    sooner = "a" if hi <= 1 else "b" if lo >= 1 else None
+    share = {"a": ra / na, "b": rb / nb}
+    other = {"a": "b", "b": "a"}
+    neither = 2 * ra < na and 2 * rb < nb  # no Kaplan-Meier median on either side
+    if not neither and (sooner is None or share[sooner] >= share[other[sooner]]):
+        return "not evaluated: the verdict rests on censored times (a log-rank test), not a ratio to scale"
+    methods = (config.get("experiments") or {}).get(c["experiment"], {}).get("methods") or {}
+    names = {s: c[s]["method"] for s in ("a", "b")}
+    algs = {s: cf.method_algorithm(methods.get(m), m)[0] for s, m in names.items()}
+    counts = f"{names['a']} {ra} of {na}, {names['b']} {rb} of {nb}"
+    timing = sorted({names[s] for s in ("a", "b") if algs[s] in TIMING_DEPENDENT})
+    if timing:
+        return (f"not evaluated: the verdict rests on how many runs reached the target ({counts}); "
+                f"{' and '.join(timing)} {'is' if len(timing) == 1 else 'are'} asynchronous, so whether "
+                f"{'it reaches' if len(timing) == 1 else 'they reach'} it depends on timing (staleness), which "
+                f"a closed form cannot say")
+    return (f"{HOLDS}: the verdict rests on how many runs reached the target ({counts}) in a fixed "
+            f"number of epochs, which no timing parameter changes (both sides take the same steps whatever "
+            f"the timing)")
 
 
 def _fmt(spec: dict[str, Any], v: float) -> str:

@@ -110,6 +110,32 @@ def test_sim_vs_netns_table_ratios_and_order():
                                    "within_15pct"]
     with pytest.raises(Exception, match=r"benchmarks\.sim_vs_netns: unknown key\(s\) \['rate'\]"):
         nb.bench_spec({"rate": 1})
+    assert set(t["sim_opcost"]) == {"none"}
+
+
+def test_the_simulated_twin_charges_the_measured_op_costs_and_gloo_overhead():
+    """The simulated side of sim_vs_netns charges what the real ranks spend besides compute and
+    the wire: this machine's op costs and, per message, the gloo overhead the testbed measured
+    (its one-way time beyond TCP's); 'none' charges nothing; a bad choice names the key."""
+    from distrepro_wf import netnsbench as nb
+    from impls.sim.opcost import OpCost
+
+    spec = nb.bench_spec(None)
+    here = OpCost(mem_gbps=6.1234, copy_gbps=3.5, compress_gbps=1.25, msg_us=4.0, source="test")
+    link = {"gloo_overhead_us": 36.5}
+    ops = nb.sim_opcost(spec, here, link)
+    assert ops == {"mem_gbps": 6.123, "copy_gbps": 3.5, "compress_gbps": 1.25, "msg_us": 36.5}
+    assert nb.sim_opcost(spec, here, {"gloo_overhead_us": -3.0})["msg_us"] == 0.0  # noise below TCP: none
+    assert nb.sim_opcost({**spec, "sim_opcost": "none"}, here, link) == {}
+    cfg = nb.sim_config({"name": "sgp"}, 2, spec, 100.0, 9.0, ops)
+    assert cfg["profile"] == {"name": "fixed", "step_ms": spec["step_ms"], **ops}
+    t = nb.table({("a", 2, 100.0): {"step": 100.0, "compute": 50.0, "comm": 40.0}},
+                 {("a", 2, 100.0): {"step": 101.0, "compute": 50.0, "comm": 41.0}}, {100.0: 9.0}, spec, None,
+                 {100.0: ops})
+    assert t["sim_opcost"].iloc[0] == "compress_gbps=1.25, copy_gbps=3.5, mem_gbps=6.123, msg_us=36.5"
+    assert "charged as measured" in t["note"].iloc[0]
+    with pytest.raises(Exception, match=r"benchmarks\.sim_vs_netns\.sim_opcost: 'x' is not allowed"):
+        nb.bench_spec({"sim_opcost": "x"})
 
 
 def test_launch_groups_put_server_ranks_on_hosts():

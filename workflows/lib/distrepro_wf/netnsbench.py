@@ -70,13 +70,19 @@ DEFAULTS: dict[str, Any] = {
         "compressed_sgd_topk": {"name": "compressed_sgd", "compressor": TOPK},
     },
     "warmup_steps": 2,
+    # what the simulated twin charges besides compute and the wire: "measured" = this machine's op
+    # costs (impls.sim.opcost.measure_opcost: arithmetic, copies, packing) and, per message, the
+    # gloo overhead the testbed measures (gloo one-way - TCP one-way, netns_link.csv); "none": nothing
+    "sim_opcost": "measured",
+    "warmup_steps": 2,
     "tolerance": 0.15,
     "order_margin": 0.05,  # order_agrees_beyond_margin: pairs both sides separate by more than this
     "timeout_s": 1200,  # per launch (one per bandwidth and world size)
 }
 COLUMNS = ["method", "ranks", "bandwidth_mbit", "real_step_ms", "sim_step_ms", "ratio", "within_15pct",
            "order_agrees", "order_agrees_beyond_margin", "order_discordant", "order_real", "order_sim", "real_compute_ms", "real_comm_ms", "sim_comm_ms",
-           "latency_us", "step_ms", "missing", "note"]
+           "latency_us", "step_ms", "sim_opcost", "missing", "note"]
+OPCOST_CHOICES = ("measured", "none")
 
 
 def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -87,6 +93,9 @@ def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ConfigError("benchmarks.sim_vs_netns", f"unknown key(s) {unknown}; allowed keys: "
                                                      f"{', '.join(sorted(spec))}")
     spec.update(copy.deepcopy(dict(given or {})))
+    if spec["sim_opcost"] not in OPCOST_CHOICES:
+        raise ConfigError("benchmarks.sim_vs_netns.sim_opcost", f"{spec['sim_opcost']!r} is not allowed; allowed "
+                                                                f"values: {', '.join(OPCOST_CHOICES)}")
     return spec
 
 
@@ -108,10 +117,26 @@ def real_config(method: Mapping[str, Any], nodes: int, spec: Mapping[str, Any]) 
 
 
 def sim_config(method: Mapping[str, Any], nodes: int, spec: Mapping[str, Any], rate_mbit: float,
-               latency_us: float) -> dict[str, Any]:
+               latency_us: float, opcost: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The simulated twin of a real run: the same fixed compute, the testbed's bandwidth and
+    latency, and ``opcost`` (:func:`sim_opcost`: the profile's op-cost keys, charged by the
+    simulated host for what the real ranks spend on this machine's CPU)."""
     algo, wl = _split(method, spec)
     return simbench.sim_config(algo, nodes, wl, star_platform(rate_mbit, latency_us),
-                               {"name": "fixed", "step_ms": spec["step_ms"]}, experiment="sim_vs_netns")
+                               {"name": "fixed", "step_ms": spec["step_ms"], **(opcost or {})},
+                               experiment="sim_vs_netns")
+
+
+def sim_opcost(spec: Mapping[str, Any], measured: Any, link: Mapping[str, Any] | None) -> dict[str, float]:
+    """The fixed profile's op-cost keys of the simulated twin (``spec["sim_opcost"]``):
+    ``measured`` takes this machine's arithmetic, copy and packing bandwidths (``measured``,
+    an :class:`impls.sim.opcost.OpCost`) and the gloo per-message overhead the testbed
+    measured (``link``'s ``gloo_overhead_us``, at least 0); ``none`` charges nothing."""
+    if spec["sim_opcost"] == "none" or measured is None:
+        return {}
+    msg_us = max(0.0, float((link or {}).get("gloo_overhead_us", measured.msg_us)))
+    return {"mem_gbps": round(measured.mem_gbps, 3), "copy_gbps": round(measured.copy_gbps, 3),
+            "compress_gbps": round(measured.compress_gbps, 3), "msg_us": round(msg_us, 2)}
 
 
 def star_platform(rate_mbit: float, latency_us: float) -> dict[str, Any]:
@@ -158,10 +183,12 @@ def discordant(real: Mapping[str, float], sim: Mapping[str, float], margin: floa
 
 def table(real: Mapping[tuple, Mapping[str, float]], sim: Mapping[tuple, Mapping[str, float]],
           latency_us: Mapping[float, float], spec: Mapping[str, Any],
-          missing: Mapping[tuple[int, float], list[str]] | None = None) -> pd.DataFrame:
+          missing: Mapping[tuple[int, float], list[str]] | None = None,
+          charged: Mapping[float, Mapping[str, float]] | None = None) -> pd.DataFrame:
     """Rows of :data:`COLUMNS`.  ``real`` / ``sim``: (method, ranks, bandwidth) -> {"step",
     "compute", "comm"} in ms, only for runs that succeeded on both sides; ``missing``:
-    (ranks, bandwidth) -> the methods left out and why."""
+    (ranks, bandwidth) -> the methods left out and why; ``charged``: bandwidth -> the op-cost
+    keys the simulated twin charged (:func:`sim_opcost`)."""
     tol = float(spec["tolerance"])
     rows = []
     settings = sorted({(k[1], k[2]) for k in real if k in sim})
@@ -178,9 +205,11 @@ def table(real: Mapping[tuple, Mapping[str, float]], sim: Mapping[tuple, Mapping
             ratio = sim[k]["step"] / real[k]["step"]
             within = bool(abs(ratio - 1) <= tol)
             gap = real[k]["step"] - sim[k]["step"]
+            ops = dict((charged or {}).get(bw) or {})
             note = (f"real - simulated = {gap:+.1f} ms a step; communication waited {real[k]['comm']:.1f} ms real vs "
                     f"{sim[k]['comm']:.1f} simulated; real compute {real[k]['compute']:.1f} ms (profile "
-                    f"{spec['step_ms']:g}); the rest (optimizer, arithmetic, per-message overhead: not simulated) "
+                    f"{spec['step_ms']:g}); the rest (optimizer, arithmetic, per-message overhead: "
+                    f"{'charged as measured' if ops else 'not simulated'}) "
                     f"{real[k]['step'] - real[k]['compute'] - real[k]['comm'] - (sim[k]['step'] - sim[k]['compute'] - sim[k]['comm']):+.1f} ms")
             rows.append({"method": m, "ranks": ranks, "bandwidth_mbit": bw,
                          "real_step_ms": round(real[k]["step"], 2), "sim_step_ms": round(sim[k]["step"], 2),
@@ -190,7 +219,9 @@ def table(real: Mapping[tuple, Mapping[str, float]], sim: Mapping[tuple, Mapping
                          "order_real": " < ".join(r_order), "order_sim": " < ".join(s_order),
                          "real_compute_ms": round(real[k]["compute"], 2), "real_comm_ms": round(real[k]["comm"], 2),
                          "sim_comm_ms": round(sim[k]["comm"], 2), "latency_us": round(latency_us[bw], 2),
-                         "step_ms": spec["step_ms"], "missing": gone, "note": note})
+                         "step_ms": spec["step_ms"],
+                         "sim_opcost": ", ".join(f"{a}={b:g}" for a, b in sorted(ops.items())) or "none",
+                         "missing": gone, "note": note})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -268,9 +299,16 @@ def run_all(spec: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.P
                 continue
             real[(label, nodes, bw)] = {names[k]: worker_step_ms(entry["out"], nodes, warm, k) for k in keys}
     sim: dict[tuple, dict[str, float]] = {}
+    measured = None
+    if spec["sim_opcost"] == "measured":
+        from impls.sim.opcost import measure_opcost
+
+        measured = measure_opcost()
+        logging.info("op costs of this machine: %s", measured)
+    charged = {bw: sim_opcost(spec, measured, links.get(bw)) for bw in latency}
     for (label, nodes, bw) in sorted(real):
         d = workdir / "sim" / f"{bw:g}mbit" / f"n{nodes}" / label
-        cfg = sim_config(spec["methods"][label], nodes, spec, bw, latency[bw])
+        cfg = sim_config(spec["methods"][label], nodes, spec, bw, latency[bw], charged[bw])
         child, out = simbench.simulate(cfg, d, log, timeout_s=spec["timeout_s"], must_succeed=False)
         why = _run_ok(out, nodes, spec["workload"]["epochs"]) if child.rc == 0 else f"simulation exit status {child.rc}"
         if why is not None:
@@ -278,7 +316,7 @@ def run_all(spec: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.P
             continue
         sim[(label, nodes, bw)] = {names[k]: worker_step_ms(out, nodes, warm, k) for k in keys}
     link = pd.DataFrame(list(links.values()))
-    return table(real, sim, latency, spec, missing), link
+    return table(real, sim, latency, spec, missing, charged), link
 
 
 if __name__ == "__main__":  # python -m distrepro_wf.netnsbench OUT.csv [LINK.csv]: outside Snakemake

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from impls.backends import Backend
+from impls.backends import BACKENDS, Backend, backend_of, is_simulated, run_values
 from impls.costmodel import collective_cost
+from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {ROOT / "impls" / "backends" / "torch_dist.py"}
@@ -58,6 +59,26 @@ def test_the_single_process_backend():
     assert b.all_gather_object({"a": 1}) == [{"a": 1}]
     with pytest.raises(RuntimeError, match="no peer"):
         b.isend(t, 1)
+
+
+def test_backends_are_registered_components():
+    """Callers ask a backend's spec what they used to decide by its name."""
+    assert BACKENDS.names() == ["simgrid", "torch"]
+    sim, real = backend_of("simgrid"), backend_of("torch")
+    assert (sim.runs_on, sim.time_kind, sim.one_process, sim.entry_module) == \
+        ("simulated", "simulated", True, "impls.sim")
+    assert (real.runs_on, real.time_kind, real.one_process, real.entry_module) == \
+        ("real", "wall clock", False, "impls.run")
+    assert [backend_of(v).name for v in ("auto", "gloo", "nccl", None, float("nan"))] == ["torch"] * 5
+    assert [is_simulated(v) for v in ("simgrid", "torch", "gloo", None)] == [True, False, False, False]
+    assert run_values() == ("auto", "gloo", "nccl", "simgrid")  # a run config's `backend` choices
+    assert str(sim.device("simgrid")) == "cpu" and str(real.device("gloo")) == "cpu"
+    assert real.use_cuda("nccl") and not real.use_cuda("gloo") and not sim.use_cuda("simgrid")
+    assert Backend().spec.name == "torch"
+    assert sim.provenance(Backend()) == {"backend": "none", "runs_on": "simulated"}
+    with pytest.raises(ConfigError, match=r"^backend: unknown backend 'mpi'; allowed: auto, gloo, nccl, simgrid, "
+                                          r"torch$"):
+        backend_of("mpi")
 
 
 @pytest.mark.parametrize("op,n,S,sent,steps", [

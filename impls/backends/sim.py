@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from . import Backend, Clock
+from . import Backend, Clock, NotAMember
 
 SPEED = 1e9  # every simulated host's nominal speed (flop/s): compute is charged as seconds x SPEED
 
@@ -203,7 +203,7 @@ _COMBINE = {"sum": lambda a, b: a.add_(b), "max": lambda a, b: a.copy_(torch.max
 class SimBackend(Backend):
     """One rank's view of a group of simulated ranks (see the module docstring)."""
 
-    name = "simgrid"
+    name = registered = "simgrid"
 
     def __init__(self, world: World, me: int, ranks: list[int], gid: str = "w", scale: float = 1.0):
         super().__init__()
@@ -220,8 +220,6 @@ class SimBackend(Backend):
         return b
 
     def subgroup(self, ranks: list[int]) -> Backend:
-        from .torch_dist import NotAMember  # noqa: F401  (same refusal as real ranks)
-
         key = "s" + ".".join(str(self._ranks[r]) for r in ranks)
         gid = self._child(key)
         if self.rank not in ranks:

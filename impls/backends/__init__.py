@@ -17,7 +17,8 @@ object with ``wait()`` and ``is_completed()``):
   ``all_reduce`` on small tensors; ``all_gather_object`` for a few Python values;
 * ``counter_add(key, n)``: an atomic counter shared by all ranks (no barrier);
 * ``subgroup(ranks)`` / ``side_group(kind)``: a backend over some ranks, or over all ranks
-  on another transport (a gloo group beside NCCL, for receive-from-any);
+  on another transport; ``any_source_group()``: the one whose ``irecv`` takes ``src=None``
+  (a gloo group beside NCCL; ``Communicator.receive_from_any`` switches to it);
 * ``scaled(factor)``: the same group, its messages weighing ``factor`` times their bytes
   where time is simulated (a paper profile's model size; real ranks ignore it);
 * ``start_background(fn, name)``: a background activity (AD-PSGD's gossip thread), with
@@ -224,6 +225,11 @@ class Backend:
 
     def side_group(self, kind: str) -> "Backend":
         return self
+
+    def any_source_group(self) -> "Backend":
+        """A backend over the same ranks whose ``irecv`` takes ``src=None`` (receive from any
+        rank): the gloo side group (NCCL cannot; gloo is itself).  Every rank calls it."""
+        return self.side_group("gloo")
 
     def scaled(self, factor: float) -> "Backend":
         return self

@@ -42,6 +42,16 @@ and the trees need no power of two.  Sizes not divisible by ``n`` (or by the hal
 chunks are ``tensor_split``'s, differing by at most one element; both ends of a message
 compute the same chunk, so an empty chunk (fewer elements than ranks) is simply not sent.
 
+Schedules: who sends what to whom in each algorithm is defined once, here
+(:func:`ring_steps`, :func:`fold`, :func:`binomial_reduce_steps`, :func:`binomial_broadcast_steps`),
+and run by two executors: the functions below (over any peer object, sums) and the simulated
+backend's built-in collectives (:class:`impls.backends.sim.SimBackend`: messages that carry
+their payload and weigh a paper model's bytes, ``sum``/``max``/``min``, any root).  Where the
+two differ is the execution, not the schedule: the simulator's ring weighs every chunk
+``S / n`` even when a tiny stand-in has fewer elements than ranks (here an empty chunk is not
+sent), and its tree broadcast posts a rank's sends to its children at once (here one after
+another, so the child on the critical path gets the full link).
+
 Exactness: every element of the result is summed at exactly one rank and copied to the
 others (recursive doubling: both partners add the same two operands, and IEEE addition is
 commutative), so all ranks hold bit-identical sums; integer-valued floats are exact.
@@ -72,6 +82,60 @@ def all_reduce(t: torch.Tensor, peers: Any, algorithm: str = "ring") -> torch.Te
     return t
 
 
+def ring_steps(n: int, r: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The ring's schedule for rank ``r`` of ``n``: its reduce-scatter steps, then its
+    all-gather steps, each ``(chunk sent to r + 1, chunk received from r - 1)`` (:func:`ring`).
+    The received chunk is added to ours in the first phase, copied into place in the second."""
+    return ([((r - s) % n, (r - s - 1) % n) for s in range(n - 1)],
+            [((r + 1 - s) % n, (r - s) % n) for s in range(n - 1)])
+
+
+def fold(n: int, r: int) -> tuple[int, int | None, bool]:
+    """How recursive doubling and Rabenseifner fold a non-power-of-two world: ``(p, partner,
+    active)``, ``p`` the largest power of two <= ``n``; an extra rank (``r >= p``, inactive)
+    hands its vector to ``partner = r - p`` and gets the result back; an active rank with an
+    extra one (``partner = r + p``) adds its vector first and sends it the result last."""
+    p = 1 << (n.bit_length() - 1)
+    if r >= p:
+        return p, r - p, False
+    return p, (r + p if r + p < n else None), True
+
+
+def binomial_reduce_steps(n: int, vr: int) -> list[tuple[str, int]]:
+    """A binomial-tree reduce to virtual rank 0 (``vr``: the rank counted from the root):
+    ``("recv", v)``: add ``v``'s partial sum; ``("send", v)``: send ours to ``v``, and done.
+    In round ``j`` a rank whose bit ``j`` is set sends to ``vr - 2^j``; the others receive
+    from ``vr + 2^j`` if it exists."""
+    steps, mask = [], 1
+    while mask < n:
+        if vr & mask:
+            steps.append(("send", vr - mask))
+            return steps
+        if vr + mask < n:
+            steps.append(("recv", vr + mask))
+        mask <<= 1
+    return steps
+
+
+def binomial_broadcast_steps(n: int, vr: int) -> tuple[int | None, list[int]]:
+    """A binomial-tree broadcast from virtual rank 0: ``(parent, children)``; a rank receives
+    from ``vr - 2^j`` (``2^j`` its lowest set bit; the root has no parent), then sends to
+    ``vr + 2^i`` for ``i < j``, the farthest first."""
+    parent, mask = None, 1
+    while mask < n:
+        if vr & mask:
+            parent = vr - mask
+            break
+        mask <<= 1
+    children = []
+    mask >>= 1
+    while mask > 0:
+        if vr + mask < n:
+            children.append(vr + mask)
+        mask >>= 1
+    return parent, children
+
+
 def _exchange(peers: Any, send: torch.Tensor, dst: int, recv: torch.Tensor, src: int) -> None:
     """Send ``send`` to ``dst`` while receiving ``recv`` from ``src`` (empty parts: no message)."""
     hs = peers.isend(send, dst) if send.numel() else None
@@ -93,34 +157,35 @@ def ring(flat: torch.Tensor, peers: Any) -> None:
     n, r = peers.world, peers.rank
     chunks = list(flat.tensor_split(n))
     right, left = (r + 1) % n, (r - 1) % n
-    for s in range(n - 1):
-        mine = chunks[(r - s - 1) % n]
+    scatter, gather = ring_steps(n, r)
+    for send, recv in scatter:
+        mine = chunks[recv]
         buf = torch.empty_like(mine)
-        _exchange(peers, chunks[(r - s) % n], right, buf, left)
+        _exchange(peers, chunks[send], right, buf, left)
         mine.add_(buf)
-    for s in range(n - 1):
-        _exchange(peers, chunks[(r + 1 - s) % n], right, chunks[(r - s) % n], left)
+    for send, recv in gather:
+        _exchange(peers, chunks[send], right, chunks[recv], left)
 
 
 def _fold_in(flat: torch.Tensor, peers: Any) -> tuple[int, bool]:
     """Non-power-of-two worlds: rank ``p + i`` hands its vector to rank ``i``.  Returns
     ``(p, active)``; an inactive (extra) rank has received the result when the call returns."""
-    n, r = peers.world, peers.rank
-    p = 1 << (n.bit_length() - 1)
-    if r >= p:
-        peers.isend(flat, r - p).wait()
-        peers.irecv(flat, r - p).wait()  # the result, sent by _fold_out
+    p, partner, active = fold(peers.world, peers.rank)
+    if not active:
+        peers.isend(flat, partner).wait()
+        peers.irecv(flat, partner).wait()  # the result, sent by _fold_out
         return p, False
-    if r + p < n:
+    if partner is not None:
         buf = torch.empty_like(flat)
-        peers.irecv(buf, r + p).wait()
+        peers.irecv(buf, partner).wait()
         flat.add_(buf)
     return p, True
 
 
 def _fold_out(flat: torch.Tensor, peers: Any, p: int) -> None:
-    if peers.rank + p < peers.world:
-        peers.isend(flat, peers.rank + p).wait()
+    partner = fold(peers.world, peers.rank)[1]
+    if partner is not None:
+        peers.isend(flat, partner).wait()
 
 
 def recursive_doubling(flat: torch.Tensor, peers: Any) -> None:
@@ -173,34 +238,25 @@ def rabenseifner(flat: torch.Tensor, peers: Any) -> None:
 def _binomial_reduce(flat: torch.Tensor, peers: Any) -> None:
     """To rank 0: in round ``j`` a rank whose bit ``j`` is set sends its partial sum to
     ``r - 2^j`` and is done; the others receive from ``r + 2^j`` (if it exists) and add."""
-    n, r, mask = peers.world, peers.rank, 1
     buf = None
-    while mask < n:
-        if r & mask:
-            peers.isend(flat, r - mask).wait()
+    for kind, v in binomial_reduce_steps(peers.world, peers.rank):
+        if kind == "send":
+            peers.isend(flat, v).wait()
             return
-        if r + mask < n:
-            buf = torch.empty_like(flat) if buf is None else buf
-            peers.irecv(buf, r + mask).wait()
-            flat.add_(buf)
-        mask <<= 1
+        buf = torch.empty_like(flat) if buf is None else buf
+        peers.irecv(buf, v).wait()
+        flat.add_(buf)
 
 
 def _binomial_broadcast(flat: torch.Tensor, peers: Any) -> None:
     """From rank 0: a rank receives from ``r - 2^j`` (``2^j`` its lowest set bit), then sends to
     ``r + 2^i`` for ``i < j``, the farthest first, one after another (each send completes
     before the next starts, so the child on the critical path gets the full link)."""
-    n, r, mask = peers.world, peers.rank, 1
-    while mask < n:
-        if r & mask:
-            peers.irecv(flat, r - mask).wait()
-            break
-        mask <<= 1
-    mask >>= 1
-    while mask > 0:
-        if r + mask < n:
-            peers.isend(flat, r + mask).wait()
-        mask >>= 1
+    parent, children = binomial_broadcast_steps(peers.world, peers.rank)
+    if parent is not None:
+        peers.irecv(flat, parent).wait()
+    for child in children:
+        peers.isend(flat, child).wait()
 
 
 def tree(flat: torch.Tensor, peers: Any) -> None:

@@ -91,6 +91,12 @@ class Communicator:
         self._c = Counters()
         self._lock = threading.Lock()  # async algorithms count from a gossip thread
 
+    def receive_from_any(self) -> None:
+        """Carry this communicator's traffic from now on over a group of the same ranks that
+        can receive from any source (``irecv(t, None)``): :meth:`Backend.any_source_group`
+        (on NCCL ranks a gloo group beside it).  Every rank calls it (it may create a group)."""
+        self.backend = self.backend.any_source_group()
+
     # -- accounting -------------------------------------------------------------
     def _add(self, bytes_sent=0.0, bytes_recv=0.0, comm_s=0.0, messages=0):
         with self._lock:

@@ -84,9 +84,10 @@ def placement(rank: int) -> dict[str, Any]:
 def rank_map(backend: Any) -> list[dict[str, Any]]:
     """Every rank's :func:`placement`, in rank order, on every rank (call it on all ranks).
 
-    Real ranks gather it (one ``all_gather_object``); simulated ranks share one process
-    (``backend.name == "simgrid"``), which is recorded once, unchanged by the simulation."""
+    Real ranks gather it (one ``all_gather_object``); ranks that share one process (a
+    backend whose spec says ``one_process``: simulated ones) record it once, unchanged by the
+    simulation."""
     me = placement(backend.rank)
-    if backend.world == 1 or backend.name == "simgrid":
+    if backend.world == 1 or backend.spec.one_process:
         return [me]
     return list(backend.all_gather_object(me))

@@ -23,58 +23,19 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .algorithms import algorithm_config
+from .backends import DEFAULT as DEFAULT_BACKEND
+from .backends import backend_of, run_values
 from .costmodel import ALGORITHMS
 from .dataclass_config import from_dict
 from .errors import ConfigError
 from .optim import check_composition, optimizer_config
 from .schedules import Schedule, schedule_config
 from .straggler import StragglerConfig, straggler_config
+from .workload import TargetConfig, WorkloadConfig  # noqa: F401  (a run's workload; re-exported)
 
 #: why a ``network`` key (a run config's, or an experiment's in the pipeline config) is refused
 NETWORK_REMOVED = ("network emulation on real ranks was removed: real ranks measure this machine's network; "
                    "use `backend: simgrid` with a `platform:` to study a network (see README)")
-
-
-@dataclass
-class TargetConfig:
-    """``workload.target``: the quality a run must reach for time-to-target (MLPerf's speed
-    measure): an epoch metric of the workload's task and its value, e.g. ``{metric: acc/val,
-    value: 0.9}`` (reached from below) or ``{metric: opt/gap, value: 1.0e-4}`` (from above)."""
-
-    metric: str
-    value: float
-
-
-@dataclass
-class WorkloadConfig:
-    dataset: dict[str, Any] = field(default_factory=dict)  # classification's (impls.data)
-    model: dict[str, Any] = field(default_factory=dict)  # classification's (impls.models)
-    task: dict[str, Any] = field(default_factory=dict)  # impls.tasks; default {name: classification}
-    batch_size: int = field(default=32, metadata={"min": 1})  # per worker
-    epochs: int = field(default=5, metadata={"min": 1})
-    optimizer: dict[str, Any] = field(default_factory=dict)
-    schedule: dict[str, Any] = field(default_factory=dict)
-    target: dict[str, Any] | None = None  # {metric: acc/val, value: 0.9}: time / epochs / bytes to reach it
-    eval_ranks: str = field(default="all", metadata={"choices": ("all", "zero")})
-    # evaluation points per epoch: k > 1 adds k - 1 evenly spaced ones inside each epoch and
-    # one before the first step, for a finer time to target (synchronous and AD-PSGD schedules)
-    evals_per_epoch: int = field(default=1, metadata={"min": 1})
-    max_steps_per_epoch: int | None = field(default=None, metadata={"min": 1})
-    loader_workers: int = field(default=0, metadata={"min": 0})
-    # mixed precision around the task's forward pass, with every algorithm (impls.runtime.precision)
-    precision: str = field(default="fp32", metadata={"choices": ("fp32", "bf16", "fp16")})
-    loss_scale: dict[str, Any] | None = None  # fp16's dynamic loss scaler: {init, growth_factor, ...}
-
-    def validate(self, key: str) -> None:
-        if self.target is not None:
-            from_dict(TargetConfig, self.target, f"{key}.target")
-        if self.loss_scale is not None:
-            if self.precision != "fp16":
-                raise ConfigError(f"{key}.loss_scale", f"only fp16 scales the loss; this workload's precision is "
-                                                       f"{self.precision!r} (allowed with loss_scale: fp16)")
-            from .runtime.precision import LossScaleConfig
-
-            from_dict(LossScaleConfig, self.loss_scale, f"{key}.loss_scale")
 
 
 @dataclass
@@ -88,9 +49,11 @@ class RunConfig:
     straggler_name: str = "none"
     straggler: dict[str, Any] = field(default_factory=dict)
     allreduce_algorithm: str = field(default="ring", metadata={"choices": ALGORITHMS})  # counts its bytes
-    backend: str = field(default="auto", metadata={"choices": ("auto", "gloo", "nccl", "simgrid")})
-    platform: Any = None  # backend simgrid: impls.sim.platforms (a preset name or {name, overrides})
-    profile: Any = None  # backend simgrid: impls.sim.profiles
+    # the registered backends' values (impls.backends: auto, gloo, nccl: torch; simgrid); each
+    # backend validates its own keys (platform, profile: BackendSpec.validate)
+    backend: str = field(default=DEFAULT_BACKEND, metadata={"choices": run_values()})
+    platform: Any = None  # a simulated backend's: impls.sim.platforms (a preset name or {name, overrides})
+    profile: Any = None  # a simulated backend's: impls.sim.profiles; real ranks: a fixed one
     threads_per_rank: int = field(default=1, metadata={"min": 1})
     checkpoint: bool = True
 
@@ -99,25 +62,7 @@ class RunConfig:
             raise ConfigError("nodes", f"must be >= 1, got {self.nodes}")
         if self.seed < 0:
             raise ConfigError("seed", f"must be >= 0, got {self.seed}")
-        if self.backend == "simgrid":
-            from .sim.platforms import platform_config
-            from .sim.profiles import profile_config
-
-            platform_config(self.platform if self.platform is not None else "ethernet_10g")
-            profile_config(self.profile if self.profile is not None else "measured")
-        else:
-            if self.platform is not None:
-                raise ConfigError("platform", f"only simulated runs (backend: simgrid) have a platform; this run's "
-                                              f"backend is {self.backend!r}")
-            if self.profile is not None:  # real ranks: a fixed compute time, charged as a sleep (ChargedClock)
-                from .sim.profiles import profile_config
-
-                prof = profile_config(self.profile)
-                if prof.name != "fixed" or prof.model_mb is not None:
-                    raise ConfigError("profile", f"real ranks (backend {self.backend!r}) take only a profile "
-                                                 f"{{name: fixed, step_ms: ..., jitter: ...}} (their compute charged "
-                                                 f"as a sleep; messages weigh their real bytes, no model_mb); got "
-                                                 f"{self.profile!r}; other profiles need backend: simgrid")
+        backend_of(self.backend).validate(self)
 
 
 @dataclass

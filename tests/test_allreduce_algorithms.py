@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from impls.allreduce import ALGORITHMS, DUPLEX, all_reduce
+from impls.allreduce import (ALGORITHMS, DUPLEX, all_reduce, binomial_broadcast_steps, binomial_reduce_steps, fold,
+                             ring_steps)
 from impls.backends import Backend
 from impls.costmodel import allreduce_cost, alpha_beta_seconds, collective_cost
 from impls.sim.platforms import alpha_beta, platform_config
@@ -106,6 +107,39 @@ def test_simulated_ranks_sum_exactly(simulated, algorithm):
                 f64 = simulated[r][f"{n}/{size}/{algorithm}/f64"]
                 assert f64 == simulated[0][f"{n}/{size}/{algorithm}/f64"], ("ranks differ", n, size, r)
                 assert torch.allclose(torch.tensor(f64, dtype=torch.float64), ref, rtol=0, atol=1e-12), (n, size)
+
+
+@pytest.mark.parametrize("n", range(1, 10))
+def test_the_shared_schedules_deliver_every_contribution(n):
+    """The schedules both executors run (impls.allreduce's functions and the simulated backend's
+    collectives), played on sets of contributions: every rank ends with every rank's part."""
+    held = [[{r} for _ in range(n)] for r in range(n)]  # held[rank][chunk]: whose values it holds
+    plans = [ring_steps(n, r) for r in range(n)]
+    for phase in (0, 1):  # reduce-scatter (add), all-gather (copy); all ranks step together
+        for s in range(n - 1):
+            sent = [set(held[(r - 1) % n][plans[(r - 1) % n][phase][s][0]]) for r in range(n)]
+            for r in range(n):
+                send, recv = plans[r][phase][s]
+                assert recv == plans[(r - 1) % n][phase][s][0]  # both ends name the same chunk
+                held[r][recv] = held[r][recv] | sent[r] if phase == 0 else sent[r]
+    assert all(c == set(range(n)) for h in held for c in h)
+    tree, done = [{v} for v in range(n)], set()
+    for v in sorted(range(1, n), key=lambda v: v & -v):  # reduce to 0: v sends in round log2(lowbit(v))
+        *recvs, (kind, to) = binomial_reduce_steps(n, v)
+        assert kind == "send" and {u for _, u in recvs} <= done  # its subtree's sums arrived first
+        tree[to] |= tree[v]
+        done.add(v)
+    assert all(k == "recv" for k, _ in binomial_reduce_steps(n, 0))  # the root only receives
+    assert {u for _, u in binomial_reduce_steps(n, 0)} <= done and tree[0] == set(range(n))
+    got = {0}
+    for v in range(n):  # parents before children (v - lowbit(v) < v)
+        parent, children = binomial_broadcast_steps(n, v)
+        assert (parent is None) == (v == 0) and (parent is None or parent in got)
+        assert all(v in binomial_broadcast_steps(n, c)[0:1] for c in children)
+        got.add(v)
+    p, _, _ = fold(n, 0)
+    assert p <= n < 2 * p and [fold(n, r)[1] for r in range(n)] == \
+        [r + p if r + p < n else None for r in range(p)] + [r - p for r in range(p, n)]
 
 
 def test_one_rank_and_bad_input():

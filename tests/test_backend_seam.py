@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from impls.backends import Backend
+from impls.backends import BACKENDS, Backend, Clock, backend_of, is_simulated, run_values
 from impls.costmodel import collective_cost
+from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {ROOT / "impls" / "backends" / "torch_dist.py"}
@@ -58,6 +59,69 @@ def test_the_single_process_backend():
     assert b.all_gather_object({"a": 1}) == [{"a": 1}]
     with pytest.raises(RuntimeError, match="no peer"):
         b.isend(t, 1)
+
+
+def test_backends_are_registered_components():
+    """Callers ask a backend's spec what they used to decide by its name."""
+    assert BACKENDS.names() == ["simgrid", "torch"]
+    sim, real = backend_of("simgrid"), backend_of("torch")
+    assert (sim.runs_on, sim.time_kind, sim.one_process, sim.entry_module) == \
+        ("simulated", "simulated", True, "impls.sim")
+    assert (real.runs_on, real.time_kind, real.one_process, real.entry_module) == \
+        ("real", "wall clock", False, "impls.run")
+    assert [backend_of(v).name for v in ("auto", "gloo", "nccl", None, float("nan"))] == ["torch"] * 5
+    assert [is_simulated(v) for v in ("simgrid", "torch", "gloo", None)] == [True, False, False, False]
+    assert run_values() == ("auto", "gloo", "nccl", "simgrid")  # a run config's `backend` choices
+    assert str(sim.device("simgrid")) == "cpu" and str(real.device("gloo")) == "cpu"
+    assert real.use_cuda("nccl") and not real.use_cuda("gloo") and not sim.use_cuda("simgrid")
+    assert Backend().spec.name == "torch"
+    assert sim.provenance(Backend()) == {"backend": "none", "runs_on": "simulated"}
+    with pytest.raises(ConfigError, match=r"^backend: unknown backend 'mpi'; allowed: auto, gloo, nccl, simgrid, "
+                                          r"torch$"):
+        backend_of("mpi")
+
+
+class _Ticking(Clock):
+    """A clock one second further on at every reading (as a simulated clock runs ahead of the
+    wall clock): a deadline counted on it passes after a few readings, whatever the real time."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def now(self) -> float:
+        self.t += 1.0
+        return self.t
+
+
+def test_adpsgd_waits_on_the_run_clock_and_asks_the_seam_for_its_group():
+    """AD-PSGD's deadline is ``timeout_s`` seconds of ``comm.clock`` (simulated time on the
+    simulated platform), not of the machine's clock; its any-source group comes from the
+    backend through the Communicator, not from swapping the communicator's backend by hand."""
+    from impls.algorithms import algorithm_config
+    from impls.comm import Communicator
+    from impls.optim import optimizer_config
+    from impls.protocol import Context
+
+    cls, cfg = algorithm_config({"name": "adpsgd", "timeout_s": 5}, "algorithm")
+    comm = Communicator(Backend(), _Ticking())
+    algo = cls(cfg, Context(0, 2, comm, optimizer_config(None), 1, roles=("worker", "worker")))
+    release = comm.backend.event()
+    algo._error, algo._thread = None, comm.backend.start_background(release.wait, "partner")
+    polls = []
+
+    def never(timeout):  # an average whose partner never answers
+        polls.append(timeout)
+        assert len(polls) < 50, "the deadline never passed: the wait ignores the run's clock"
+        return False
+
+    try:
+        with pytest.raises(RuntimeError, match=r"waited over 5(\.0)? s for pairwise average"):
+            algo._wait(never, "pairwise average")
+    finally:
+        release.set()
+    assert len(polls) == 7  # the deadline is set at the first unanswered poll (t = 1), passed at t = 7
+    comm.receive_from_any()  # one process: the gloo side group is itself
+    assert comm.backend.any_source_group() is comm.backend
 
 
 @pytest.mark.parametrize("op,n,S,sent,steps", [

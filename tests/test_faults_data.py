@@ -39,7 +39,8 @@ from test_sim_runs import sim_config
 
 from distrepro_wf import runs
 from distrepro_wf.collect import TABLES, rebuild_token, staleness_table, table_problems
-from impls.sim.profiles import build_profile, profile_config
+from impls.sim.calibration import build_profile
+from impls.sim.profiles import profile_config
 
 # -- 3 -----------------------------------------------------------------------------------------
 

@@ -56,6 +56,22 @@ def sim_config(algo, nodes, **over):
                        profile=over.pop("profile", {"name": "fixed", "step_ms": 10}), **over)
 
 
+def test_a_simulated_run_never_imports_the_torch_backend(tmp_path):
+    """A simulated run, server ranks and a subgroup included, asks the backend registry for its
+    device and process layout: the torch backend (``impls.backends.torch_dist``, the module
+    that joins torch.distributed's process group) is never imported (a fresh process)."""
+    cfg = sim_config("ps_sync", 2, workload={"epochs": 1, "max_steps_per_epoch": 2})
+    code = ("import json, sys; from impls.sim.engine import simulate; "
+            f"simulate(json.loads(sys.argv[1]), sys.argv[2]); "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('impls.backends'))))")
+    p = subprocess.run([sys.executable, "-c", code, json.dumps(cfg), str(tmp_path / "out")], capture_output=True,
+                       text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == ["impls.backends", "impls.backends.sim"]
+    prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    assert (prov["backend"], prov["runs_on"], len(prov["ranks"])) == ("simgrid", "simulated", 1)
+
+
 @pytest.mark.spawn
 def test_simulated_equals_real_ranks(tmp_path):
     """Synchronous methods: the simulated backend ends with the real ranks' parameters."""

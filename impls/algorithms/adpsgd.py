@@ -59,7 +59,9 @@ Hyperparameters:
   ``cyclic``: the graph's hop schedule by own step count, as the SGP repo's bilat
   gossip).  Random mixes more robustly when speeds differ; both are doubly stochastic.
 * ``timeout_s`` (300): the longest the main thread waits for an average, or at ``close``
-  for the thread, before the run fails instead of hanging (raise it for very slow steps).
+  for the thread, before the run fails instead of hanging (raise it for very slow steps);
+  seconds of the run's clock (``comm.clock``: wall clock on real ranks, simulated time on
+  the simulated platform), counted from the first unanswered poll.
 
 Differences from the SGP repo's AD-PSGD (``gossip_module/ad_psgd.py``, the only public
 code; the authors' Torch/MPI code was never released): there, a gossip *process*
@@ -77,7 +79,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -110,8 +111,8 @@ class ADPSGD(Algorithm):
         self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())  # L2 added at x_hat
         rank, world = self.ctx.rank, self.ctx.world
         self.broadcast_initial_state(model)
-        if world > 1:  # NCCL cannot receive from any source: this method's traffic goes over gloo
-            self.comm.backend = self.comm.backend.side_group("gloo")
+        if world > 1:  # passive ranks answer whoever asks first: a group that receives from any source
+            self.comm.receive_from_any()  # (NCCL cannot: gloo beside it)
         self.active = self.graph.is_active(rank)
         self.peers = self.graph.active_peers(rank)
         self.params = list(self.optimizer.params)
@@ -199,11 +200,16 @@ class ADPSGD(Algorithm):
             self._thread = self.comm.backend.start_background(self._run, "adpsgd-gossip")
 
     def _wait(self, wait, what: str) -> None:
-        deadline = time.monotonic() + self.cfg.timeout_s
+        """Poll ``wait`` until it succeeds, the thread fails or ends, or ``timeout_s`` of the
+        run's clock have passed since the first unanswered poll (the clock is read only then,
+        so a wait that succeeds at once touches no clock)."""
+        deadline = None
         while not wait(0.2):
             if self._error is not None or not self._thread.is_alive():
                 break
-            if time.monotonic() > deadline:
+            now = self.comm.clock.now()
+            deadline = now + self.cfg.timeout_s if deadline is None else deadline
+            if now > deadline:
                 raise RuntimeError(f"adpsgd rank {self.ctx.rank}: waited over {self.cfg.timeout_s} s for {what}")
 
     def _raise(self) -> None:

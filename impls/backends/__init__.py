@@ -17,7 +17,8 @@ object with ``wait()`` and ``is_completed()``):
   ``all_reduce`` on small tensors; ``all_gather_object`` for a few Python values;
 * ``counter_add(key, n)``: an atomic counter shared by all ranks (no barrier);
 * ``subgroup(ranks)`` / ``side_group(kind)``: a backend over some ranks, or over all ranks
-  on another transport (a gloo group beside NCCL, for receive-from-any);
+  on another transport; ``any_source_group()``: the one whose ``irecv`` takes ``src=None``
+  (a gloo group beside NCCL; ``Communicator.receive_from_any`` switches to it);
 * ``scaled(factor)``: the same group, its messages weighing ``factor`` times their bytes
   where time is simulated (a paper profile's model size; real ranks ignore it);
 * ``start_background(fn, name)``: a background activity (AD-PSGD's gossip thread), with
@@ -28,10 +29,23 @@ object with ``wait()`` and ``is_completed()``):
 
 Backends: :class:`Backend` (one process), :mod:`.torch_dist` (real ranks),
 :mod:`.sim` (actors of a SimGrid simulation, :mod:`impls.sim`).
+
+The registry :data:`BACKENDS` holds one :class:`BackendSpec` per backend, under its name
+(``torch``, ``simgrid``): what the rest of the house asks of a backend instead of comparing
+its name: where its time comes from (``runs_on``, ``time_kind``), whether its ranks share one
+process, the device of a rank (:meth:`BackendSpec.device`), how a run is launched
+(``entry_module``: torchrun's ``impls.run`` or the SimGrid engine's ``impls.sim``), its
+provenance fields and the validation of its own run-config keys (``platform``, ``profile``).
+:func:`backend_of` maps a config's ``backend`` value (``auto``, ``gloo``, ``nccl``,
+``simgrid``, or the name itself) to its spec; :func:`is_simulated` is the one question the
+workflow asks.  A spec imports its implementation module only when a rank of it is made, so a
+simulated run never imports ``torch.distributed`` (a test checks it).  Adding a backend: a
+module here implementing :class:`Backend` and :class:`Clock`, and a registered spec naming it.
 """
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import queue
 import threading
@@ -39,6 +53,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from ..errors import ConfigError
 from ..registry import Registry
 
 BACKENDS: Registry = Registry("backend", "backend")
@@ -145,9 +160,18 @@ class ChargedClock(Clock):
 
 
 class Backend:
-    """A single process, no peers: what the runtime uses outside torchrun (and validation)."""
+    """A single process, no peers: what the runtime uses outside torchrun (and validation).
+
+    ``name``: the transport (``gloo``, ``nccl``, ``simgrid``, ``none``); ``registered``: the
+    registry name of the backend it is a rank of (:attr:`spec`)."""
 
     name = "none"
+    registered = "torch"  # one process on real time: the torch backend's degenerate case
+
+    @property
+    def spec(self) -> "BackendSpec":
+        """The registered :class:`BackendSpec` of this rank's backend."""
+        return BACKENDS.get(self.registered)()
 
     def __init__(self) -> None:
         self.rank, self.world = 0, 1
@@ -202,6 +226,11 @@ class Backend:
     def side_group(self, kind: str) -> "Backend":
         return self
 
+    def any_source_group(self) -> "Backend":
+        """A backend over the same ranks whose ``irecv`` takes ``src=None`` (receive from any
+        rank): the gloo side group (NCCL cannot; gloo is itself).  Every rank calls it."""
+        return self.side_group("gloo")
+
     def scaled(self, factor: float) -> "Backend":
         return self
 
@@ -230,6 +259,19 @@ class Backend:
         pass
 
 
+class NotAMember(Backend):
+    """What a rank outside a subgroup holds for it: any use is a bug, and says so."""
+
+    def __init__(self, ranks: list[int]):
+        super().__init__()
+        self.rank, self.world, self.name = -1, len(ranks), f"not a member of ranks {list(ranks)}"
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("rank", "world", "name") or name.startswith("__"):
+            return object.__getattribute__(self, name)
+        raise RuntimeError(f"this rank is {object.__getattribute__(self, 'name')}: it cannot call {name}()")
+
+
 class _Done:
     def wait(self) -> None:
         pass
@@ -238,9 +280,151 @@ class _Done:
         return True
 
 
-def current_backend(kind: str = "auto") -> Backend:
-    """The backend of this process: torch.distributed's under torchrun (joining its process
-    group), else the single-process one.  ``kind``: ``auto``, ``gloo`` or ``nccl``."""
-    from . import torch_dist
+class BackendSpec:
+    """A backend as a registered component: everything callers decide about a backend.
 
-    return torch_dist.join(kind) or Backend()
+    ``name``: its registry name; ``module``: its implementation under ``impls/backends``
+    (imported only by :meth:`join` / :meth:`module_`); ``run_values``: the values of a run
+    config's ``backend`` key that select it; ``runs_on``: ``real`` (measured time) or
+    ``simulated``; ``time_kind``: what its times are (the report's column); ``one_process``:
+    all its ranks live in one process (no per-rank loader processes, one placement, a
+    launch of one process); ``entry_module``: what ``python -m`` runs one config of it."""
+
+    name = ""
+    module = ""
+    run_values: tuple[str, ...] = ()
+    runs_on = "real"
+    time_kind = "wall clock"
+    one_process = False
+    entry_module = ""
+
+    @property
+    def simulated(self) -> bool:
+        return self.runs_on == "simulated"
+
+    def module_(self) -> Any:
+        """The implementation module (imported now, on first use)."""
+        return importlib.import_module(f"{__name__}.{self.module}")
+
+    def use_cuda(self, kind: str) -> bool:
+        return False
+
+    def device(self, kind: str) -> Any:
+        """The device of this process's rank for a run config's ``backend`` value ``kind``."""
+        import os
+
+        import torch
+
+        if self.use_cuda(kind):
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        return torch.device("cpu")
+
+    def join(self, kind: str) -> Backend | None:
+        """This process's rank of the backend, or None where this process is not one of its ranks."""
+        return None
+
+    def validate(self, run: Any) -> None:
+        """Check the run config keys this backend owns (``platform``, ``profile``), naming the key."""
+
+    def provenance(self, backend: Backend) -> dict[str, Any]:
+        """This backend's fields of a run's ``provenance.json``."""
+        return {"backend": backend.name, "runs_on": self.runs_on}
+
+
+def _fixed_profile_only(run: Any) -> None:
+    """Real ranks: no platform; a profile only ``fixed`` (their compute charged as a sleep)."""
+    if run.platform is not None:
+        raise ConfigError("platform", f"only simulated runs (backend: {', '.join(simulated_names())}) have a "
+                                      f"platform; this run's backend is {run.backend!r}")
+    if run.profile is not None:
+        from ..sim.profiles import profile_config
+
+        prof = profile_config(run.profile)
+        if prof.name != "fixed" or prof.model_mb is not None:
+            raise ConfigError("profile", f"real ranks (backend {run.backend!r}) take only a profile "
+                                         f"{{name: fixed, step_ms: ..., jitter: ...}} (their compute charged "
+                                         f"as a sleep; messages weigh their real bytes, no model_mb); got "
+                                         f"{run.profile!r}; other profiles need backend: "
+                                         f"{', '.join(simulated_names())}")
+
+
+@BACKENDS.register("torch")
+class TorchSpec(BackendSpec):
+    """Real ranks under torchrun (:mod:`.torch_dist`): gloo on CPU, NCCL on GPU; the wall clock."""
+
+    name, module, run_values = "torch", "torch_dist", ("auto", "gloo", "nccl")
+    runs_on, time_kind, one_process, entry_module = "real", "wall clock", False, "impls.run"
+
+    def use_cuda(self, kind: str) -> bool:
+        import torch
+
+        return kind == "nccl" or (kind == "auto" and torch.cuda.is_available())
+
+    def join(self, kind: str) -> Backend | None:
+        return self.module_().join(kind)
+
+    def validate(self, run: Any) -> None:
+        _fixed_profile_only(run)
+
+
+@BACKENDS.register("simgrid")
+class SimGridSpec(BackendSpec):
+    """Actors of one SimGrid simulation in one process (:mod:`.sim`, :mod:`impls.sim`);
+    simulated time; CPU tensors.  Its ranks are made by the engine
+    (:func:`impls.sim.engine.simulate`), never joined."""
+
+    name, module, run_values = "simgrid", "sim", ("simgrid",)
+    runs_on, time_kind, one_process, entry_module = "simulated", "simulated", True, "impls.sim"
+
+    def validate(self, run: Any) -> None:
+        from ..sim.platforms import platform_config
+        from ..sim.profiles import profile_config
+
+        platform_config(run.platform if run.platform is not None else "ethernet_10g")
+        profile_config(run.profile if run.profile is not None else "measured")
+
+
+#: the default of a run config's ``backend`` (real ranks: gloo, or NCCL where there is a GPU)
+DEFAULT = "auto"
+
+
+def backend_of(value: str | None) -> BackendSpec:
+    """The spec of a config's ``backend`` value: a registry name (``torch``, ``simgrid``) or a
+    value a backend serves (``auto``, ``gloo``, ``nccl``); None (or a missing value in a
+    table): the default, ``auto``.  An unknown value raises :class:`ConfigError` naming
+    ``backend`` and every allowed value."""
+    if not isinstance(value, str):
+        value = DEFAULT
+    if value in BACKENDS:
+        return BACKENDS.get(value)()
+    for name in BACKENDS.names():
+        spec = BACKENDS.get(name)
+        if value in spec.run_values:
+            return spec()
+    raise ConfigError("backend", f"unknown backend {value!r}; allowed: {', '.join(backend_values())}")
+
+
+def run_values() -> tuple[str, ...]:
+    """Every value a run config's ``backend`` may take (sorted)."""
+    return tuple(sorted(v for n in BACKENDS.names() for v in BACKENDS.get(n).run_values))
+
+
+def backend_values() -> tuple[str, ...]:
+    """Every value :func:`backend_of` accepts: the registry names and the run-config values."""
+    return tuple(sorted({*BACKENDS.names(), *run_values()}))
+
+
+def is_simulated(value: str | None) -> bool:
+    """Whether a config's ``backend`` value runs on simulated time (its spec's ``runs_on``)."""
+    return backend_of(value).simulated
+
+
+def simulated_names() -> list[str]:
+    """The registry names of the simulated backends (for messages)."""
+    return [n for n in BACKENDS.names() if BACKENDS.get(n).runs_on == "simulated"]
+
+
+def current_backend(kind: str = DEFAULT) -> Backend:
+    """The backend of this process: its backend's rank (torchrun's process group for ``auto``,
+    ``gloo``, ``nccl``), else the single-process one."""
+    return backend_of(kind).join(kind) or Backend()

@@ -15,7 +15,8 @@ are simulated:
   order their senders posted them, until asked for (``src=None``: the first one).
 * **Collectives** are their algorithms over point-to-point messages (ring all-reduce
   and all-gather; binomial trees for broadcast and reduce; recursive doubling; linear
-  gather / scatter), each instance on its own mailboxes, so their cost is the
+  gather / scatter; the ring's, the trees' and recursive doubling's schedules are
+  :mod:`impls.allreduce`'s), each instance on its own mailboxes, so their cost is the
   platform's flow model (latency, bandwidth sharing, contention on shared links), not
   a formula.  ``async_op=True`` runs the collective in a helper actor on the rank's
   host, overlapping whatever the rank does meanwhile.
@@ -55,7 +56,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from . import Backend, Clock
+from ..allreduce import binomial_broadcast_steps, binomial_reduce_steps, fold, ring_steps
+from . import Backend, Clock, NotAMember
 
 SPEED = 1e9  # every simulated host's nominal speed (flop/s): compute is charged as seconds x SPEED
 
@@ -203,7 +205,7 @@ _COMBINE = {"sum": lambda a, b: a.add_(b), "max": lambda a, b: a.copy_(torch.max
 class SimBackend(Backend):
     """One rank's view of a group of simulated ranks (see the module docstring)."""
 
-    name = "simgrid"
+    name = registered = "simgrid"
 
     def __init__(self, world: World, me: int, ranks: list[int], gid: str = "w", scale: float = 1.0):
         super().__init__()
@@ -220,8 +222,6 @@ class SimBackend(Backend):
         return b
 
     def subgroup(self, ranks: list[int]) -> Backend:
-        from .torch_dist import NotAMember  # noqa: F401  (same refusal as real ranks)
-
         key = "s" + ".".join(str(self._ranks[r]) for r in ranks)
         gid = self._child(key)
         if self.rank not in ranks:
@@ -318,12 +318,13 @@ class SimBackend(Backend):
         # fewer elements than ranks: the ring the paper's model would run
         wire = flat.numel() * flat.element_size() * self._scale / n
         right, left = (r + 1) % n, (r - 1) % n
-        for s in range(n - 1):  # reduce-scatter: rank r ends with chunk r+1 reduced
-            data = self._exchange(kind, right, chunks[(r - s) % n], left, wire)
-            _COMBINE[op](chunks[(r - s - 1) % n], data)
-        for s in range(n - 1):  # all-gather of the reduced chunks
-            data = self._exchange(kind, right, chunks[(r + 1 - s) % n], left, wire)
-            chunks[(r - s) % n].copy_(data)
+        scatter, gather = ring_steps(n, r)  # impls.allreduce's schedule
+        for send, recv in scatter:  # reduce-scatter: rank r ends with chunk r+1 reduced
+            data = self._exchange(kind, right, chunks[send], left, wire)
+            _COMBINE[op](chunks[recv], data)
+        for send, recv in gather:  # all-gather of the reduced chunks
+            data = self._exchange(kind, right, chunks[send], left, wire)
+            chunks[recv].copy_(data)
 
     def _tree_all_reduce(self, kind: str, t: torch.Tensor, op: str) -> None:
         self._tree_reduce(kind, t, 0, op)
@@ -332,14 +333,14 @@ class SimBackend(Backend):
     def _rd_all_reduce(self, kind: str, t: torch.Tensor, op: str) -> None:
         """Recursive doubling; with n not a power of two the extra ranks first hand their
         data to a partner and get the result back at the end."""
-        n, r = self.world, self.rank
-        p = 1 << (n.bit_length() - 1)
-        if r >= p:
-            self._isend(kind, r - p, t).wait()
-            t.copy_(self._recv(kind, r - p).view_as(t))
+        r = self.rank
+        p, extra, active = fold(self.world, r)  # impls.allreduce's schedule
+        if not active:
+            self._isend(kind, extra, t).wait()
+            t.copy_(self._recv(kind, extra).view_as(t))
             return
-        if r + p < n:
-            _COMBINE[op](t, self._recv(kind, r + p).view_as(t))
+        if extra is not None:
+            _COMBINE[op](t, self._recv(kind, extra).view_as(t))
         k = 1
         while k < p:
             partner = r ^ k
@@ -348,34 +349,24 @@ class SimBackend(Backend):
             lo, hi = (t.clone(), data) if r < partner else (data, t.clone())
             t.copy_(_COMBINE[op](lo, hi))
             k <<= 1
-        if r + p < n:
-            self._isend(kind, r + p, t).wait()
+        if extra is not None:
+            self._isend(kind, extra, t).wait()
 
     def _tree_reduce(self, kind: str, t: torch.Tensor, dst: int, op: str) -> None:
         n = self.world
-        vr, mask = (self.rank - dst) % n, 1
-        while mask < n:
-            if vr & mask:
-                self._isend(kind, (vr - mask + dst) % n, t).wait()
+        for step, v in binomial_reduce_steps(n, (self.rank - dst) % n):  # impls.allreduce's schedule
+            if step == "send":
+                self._isend(kind, (v + dst) % n, t).wait()
                 return
-            if vr + mask < n:
-                _COMBINE[op](t, self._recv(kind, (vr + mask + dst) % n).view_as(t))
-            mask <<= 1
+            _COMBINE[op](t, self._recv(kind, (v + dst) % n).view_as(t))
 
     def _tree_broadcast(self, kind: str, t: torch.Tensor, src: int) -> None:
         n = self.world
-        vr, mask = (self.rank - src) % n, 1
-        while mask < n:
-            if vr & mask:
-                t.copy_(self._recv(kind, (vr - mask + src) % n).view_as(t))
-                break
-            mask <<= 1
-        mask >>= 1
-        sends = []
-        while mask > 0:
-            if vr + mask < n:
-                sends.append(self._isend(kind, (vr + mask + src) % n, t))
-            mask >>= 1
+        parent, children = binomial_broadcast_steps(n, (self.rank - src) % n)  # impls.allreduce's schedule
+        if parent is not None:
+            t.copy_(self._recv(kind, (parent + src) % n).view_as(t))
+        # posted at once (impls.allreduce.tree sends one after another: the schedule is the same)
+        sends = [self._isend(kind, (v + src) % n, t) for v in children]
         for h in sends:
             h.wait()
 

@@ -11,13 +11,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from . import Backend
+from . import BACKENDS, Backend, NotAMember
 
 OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
 def use_cuda(kind: str) -> bool:
-    return kind == "nccl" or (kind == "auto" and torch.cuda.is_available())
+    """Whether ranks of ``kind`` (``auto``, ``gloo``, ``nccl``) use this process's GPU (the spec's)."""
+    return BACKENDS.get("torch")().use_cuda(kind)
 
 
 def join(kind: str = "auto") -> "TorchBackend | None":
@@ -29,19 +30,6 @@ def join(kind: str = "auto") -> "TorchBackend | None":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
         dist.init_process_group("nccl" if use_cuda(kind) else "gloo", timeout=timedelta(minutes=10))
     return TorchBackend()
-
-
-class NotAMember(Backend):
-    """What a rank outside a subgroup holds for it: any use is a bug, and says so."""
-
-    def __init__(self, ranks: list[int]):
-        super().__init__()
-        self.rank, self.world, self.name = -1, len(ranks), f"not a member of ranks {list(ranks)}"
-
-    def __getattribute__(self, name: str) -> Any:
-        if name in ("rank", "world", "name") or name.startswith("__"):
-            return object.__getattribute__(self, name)
-        raise RuntimeError(f"this rank is {object.__getattribute__(self, 'name')}: it cannot call {name}()")
 
 
 class TorchBackend(Backend):

@@ -3,7 +3,7 @@ translation), and the compute time a simulated node of that batch would charge.
 
 One code path for three users: the benchmark ``results/bench/workload_throughput.csv``
 (rule ``bench_workload_throughput``), the simulated platform's ``measured`` profile
-(:func:`impls.sim.profiles.measure_sample_s`: its calibration is :func:`time_steps` at one
+(:func:`impls.sim.calibration.measure_sample_s`: its calibration is :func:`time_steps` at one
 thread without the optimizer), and ``python -m impls.sim.calibrate`` (a ``fixed`` profile
 entry for your own hardware, :func:`profile_entry`).
 
@@ -110,7 +110,7 @@ def time_steps(workload: Mapping[str, Any] | Any, threads: int = 1, precision: s
     from ..data.sampler import build_sampler
     from ..dataclass_config import from_dict
     from ..optim import build_optimizer, optimizer_config
-    from ..runconfig import WorkloadConfig
+    from ..workload import WorkloadConfig
     from ..tasks import build_task
     from .loop import batches
     from .precision import LossScaleConfig, MixedPrecision

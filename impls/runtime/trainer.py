@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..backends import Backend, ChargedClock, Clock, current_backend
-from ..backends.torch_dist import use_cuda
+from ..backends import Backend, ChargedClock, Clock, backend_of, current_backend
 from ..comm import Communicator
 from ..data.sampler import build_sampler
 from ..dataclass_config import from_dict
@@ -44,12 +43,6 @@ STARTED = "STARTED"  # marker rank 0 writes into a run's output directory when t
 # tests: "rank:step": that rank dies with exit code 17 at that step; "rank:step:nan" ("...:inf"):
 # that rank's gradient holds a NaN (an infinity) after that step's backward pass, its loss finite
 FAULT_ENV = "DISTREPRO_FAULT"
-
-
-def _device(kind: str) -> torch.device:
-    if use_cuda(kind):
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-    return torch.device("cpu")
 
 
 def write_error(out: Path, kind: str, err: Exception) -> None:
@@ -207,13 +200,13 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
     clock = clock if clock is not None else Clock()
     rank, workers = backend.rank, run.nodes
     roles = res.algorithm_cls.roles(workers, res.algorithm)
-    device = _device(run.backend)
+    device = backend_of(run.backend).device(run.backend)
     if backend.world != len(roles):
         raise ConfigError("nodes", f"config says {workers} workers ({len(roles)} processes with the algorithm's "
                                    f"other roles) but {backend.world} processes were started")
     torch.set_num_threads(run.threads_per_rank)
-    if backend.name == "simgrid":
-        wl.loader_workers = 0  # simulated ranks share one process: no loader processes per rank
+    if backend.spec.one_process:
+        wl.loader_workers = 0  # ranks sharing one process (simulated ones): no loader processes per rank
     task = build_task(wl, device)
     _seed_all(run.seed)
     task.build_data()
@@ -237,7 +230,7 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "config.json").write_text(json.dumps(raw, indent=2, sort_keys=True))
         (out_dir / "provenance.json").write_text(json.dumps(provenance(raw, {
-            "world": backend.world, "roles": roles, "backend": backend.name, "ranks": ranks,
+            "world": backend.world, "roles": roles, **backend.spec.provenance(backend), "ranks": ranks,
             "device": str(device),
             # wire_scale: how many times its bytes each algorithm message weighs on this clock (the
             # paper model's size / the stand-in's under a paper profile; 1 otherwise): the report

@@ -28,11 +28,13 @@ class SimulationDeadlock(RuntimeError):
 def check_sim_config(raw: Mapping[str, Any]) -> tuple[Any, Any, int]:
     """Platform and profile configs of a simulated run, and its number of hosts (every
     error raised here names its key, before any simulation starts)."""
+    from ..backends import backend_of, simulated_names
     from ..runconfig import resolve
 
     res = resolve(raw)
-    if res.run.backend != "simgrid":
-        raise ConfigError("backend", f"{res.run.backend!r} is not a simulated backend; use 'simgrid'")
+    if not backend_of(res.run.backend).simulated:
+        raise ConfigError("backend", f"{res.run.backend!r} is not a simulated backend; use "
+                                     f"{' or '.join(map(repr, simulated_names()))}")
     hosts = len(res.algorithm_cls.roles(res.run.nodes, res.algorithm))
     pcfg = platform_config(res.run.platform)
     check_hosts(pcfg, hosts)
@@ -84,7 +86,7 @@ def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.
     """Run ``raw`` (a resolved run config with ``backend: simgrid``) to completion."""
     from ..backends.sim import SimBackend, SimClock
     from ..runtime.trainer import train
-    from .profiles import build_profile
+    from .calibration import build_profile
 
     pcfg, prof_cfg, n = check_sim_config(raw)
     profile = build_profile(prof_cfg, raw, calibration)

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from impls.backends import is_simulated
 from impls.errors import ConfigError
 
 from .launch import standalone
@@ -154,7 +155,7 @@ def study_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     for (backend, platform, n), g in df.groupby(["backend", "platform", "n"], sort=False):
         g = g.copy()
         ours = g[g["algorithm"] != "gloo"]
-        if backend == "simgrid":
+        if is_simulated(backend):
             cfg = platform_config(platform)
             alpha, beta = alpha_beta(cfg)
             one_way = alpha_beta(cfg, duplex=False)[1]
@@ -222,7 +223,7 @@ def evaluate_claims(table: pd.DataFrame, claims: list[dict[str, Any]],
 
     A side with ``n`` is taken at that node count (the setting's ``n`` is then the other side's,
     or the claim's own where both fix it).  ``verified``: numbers.csv's label of each source row."""
-    sim = table[table["backend"] == "simgrid"]
+    sim = table[table["backend"].map(is_simulated).astype(bool)]
     t = {(p, int(n), a, float(b)): s for p, n, a, b, s in
          zip(sim["platform"], sim["n"], sim["algorithm"], sim["bytes"], sim["seconds"])}
     rows = []
@@ -288,7 +289,8 @@ def figure(table: pd.DataFrame, path: str | os.PathLike, nodes: Iterable[int] = 
     from .plots import _plt
 
     plt = _plt()
-    panels = [(p, n) for p in table[table["backend"] == "simgrid"]["platform"].unique() for n in nodes
+    simulated = table[table["backend"].map(is_simulated).astype(bool)]
+    panels = [(p, n) for p in simulated["platform"].unique() for n in nodes
               if ((table["platform"] == p) & (table["n"] == n)).any()]
     real = table[table["backend"] == "gloo"]
     rows_ = sorted({p for p, _ in panels}, key=list(table["platform"].unique()).index)

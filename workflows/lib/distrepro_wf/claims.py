@@ -72,6 +72,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from impls.backends import is_simulated
+
 from .catalogue import METRICS, Metric
 from .config import expand
 from .published import Published
@@ -293,7 +295,7 @@ def setting_text(config: dict[str, Any], experiment: str, nodes: int, straggler:
     """'32 nodes, no straggler; simulated ethernet_10g, resnet50_v100x8 profile' (the report's 'our setting')."""
     exp = config["experiments"][experiment]
     st = "no straggler" if straggler == "none" else f"straggler {straggler}"
-    if exp.get("backend") == "simgrid":
+    if is_simulated(exp.get("backend")):
         name = lambda v: v if isinstance(v, str) else (v or {}).get("name")  # noqa: E731
         where = (f"simulated {name(exp.get('platform')) or 'ethernet_10g'}, "
                  f"{name(exp.get('profile')) or 'measured'} profile")
@@ -688,7 +690,7 @@ def runs_on(config: dict[str, Any], experiment: str) -> tuple[str, str]:
     if not exp:
         return "", ""
     name = lambda v, d: v if isinstance(v, str) else (v or {}).get("name", d)  # noqa: E731
-    if exp.get("backend") == "simgrid":
+    if is_simulated(exp.get("backend")):
         return SIMULATED, (f"platform {name(exp.get('platform'), 'ethernet_10g')}, "
                            f"profile {name(exp.get('profile'), 'measured')}")
     launcher = config.get("launcher") or {}
@@ -705,7 +707,7 @@ def fitted_sources(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
 
     exp = (config.get("experiments") or {}).get(c["experiment"]) or {}
     plat = exp.get("platform") if isinstance(exp.get("platform"), dict) else {}
-    if exp.get("backend") != "simgrid":
+    if not is_simulated(exp.get("backend")):
         return []
     return [s for s in c["sources"] if s in FITTED_ROWS and plat.get(FITTED_ROWS[s]) not in (None, 1, 1.0)]
 

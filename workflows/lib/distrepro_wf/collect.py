@@ -41,6 +41,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from impls.backends import backend_of, is_simulated
 from impls.metrics import read_jsonl
 
 from . import runs
@@ -247,12 +248,13 @@ def backend_columns(cfg: dict) -> dict:
     """Where the run ran and what its times are: ``backend`` ``torch`` (real ranks, wall
     clock on this machine) or ``simgrid`` (simulated time on ``sim_platform`` with the
     ``sim_profile`` timing profile)."""
-    sim = cfg.get("backend") == "simgrid"
+    backend = backend_of(cfg.get("backend"))
+    sim = backend.simulated
 
     def name(spec):
         return spec if isinstance(spec, str) or spec is None else spec.get("name")
 
-    return {"backend": "simgrid" if sim else "torch", "time_kind": "simulated" if sim else "wall clock",
+    return {"backend": backend.name, "time_kind": backend.time_kind,
             "sim_platform": name(cfg.get("platform") or "ethernet_10g") if sim else None,
             "sim_profile": name(cfg.get("profile") or "measured") if sim else None}
 
@@ -504,7 +506,7 @@ def network(info: dict) -> str:
     """What a run's communication time is, for people reading a breakdown: a simulated
     network (``simgrid``, its platform), loopback (real ranks all on one host: no wire in
     between), a real network (ranks on several hosts), or none (a single process)."""
-    if info.get("backend") == "simgrid":
+    if is_simulated(info.get("backend")):
         return f"simulated network ({info.get('sim_platform')})"
     if info.get("world") == 1:
         return "none (one process)"

@@ -30,6 +30,7 @@ from typing import Any, Iterable, NamedTuple
 import yaml
 from jsonschema import Draft202012Validator
 
+from impls.backends import is_simulated as backend_is_simulated
 from impls.errors import ConfigError
 
 from .catalogue import unreachable_target
@@ -212,8 +213,8 @@ def backend_keys(exp: dict[str, Any], m: dict[str, Any], launcher: dict[str, Any
     def pick(key: str, default: Any) -> Any:
         return m.get(key, exp.get(key, default))
 
-    if pick("backend", "torch") == "simgrid":
-        return {"backend": "simgrid", "platform": pick("platform", "ethernet_10g"),
+    if backend_is_simulated(pick("backend", "torch")):
+        return {"backend": pick("backend", "torch"), "platform": pick("platform", "ethernet_10g"),
                 "profile": pick("profile", "measured")}
     for key in ("platform", "profile"):
         if pick(key, None) is not None:
@@ -222,7 +223,7 @@ def backend_keys(exp: dict[str, Any], m: dict[str, Any], launcher: dict[str, Any
 
 
 def is_simulated(raw: dict[str, Any]) -> bool:
-    return raw.get("backend") == "simgrid"
+    return backend_is_simulated(raw.get("backend"))
 
 
 def oversubscription_warnings(runs: Iterable[Run], cores: int, factor: int = 2,

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from impls.backends import backend_of, is_simulated
+
 from . import claims as wfclaims
 from . import launch as wflaunch
 from .survival import km_median
@@ -221,8 +223,9 @@ def run_command(results_root: Path, rel: str, nodes: int) -> str:
             cfg = json.loads(p.read_text())
         except (OSError, ValueError):
             pass
-    if cfg.get("backend") == "simgrid":
-        return shlex.join(["python", "-m", "impls.sim", "--config", str(cfg_path), "--out", out,
+    if is_simulated(cfg.get("backend")):
+        return shlex.join(["python", "-m", backend_of(cfg.get("backend")).entry_module, "--config", str(cfg_path),
+                           "--out", out,
                            "--calibration", "results/calibration/measured.json"])
     world = (_recorded_world(results_root / rel, cfg) or launch_world(cfg)) if "algorithm" in cfg else nodes
     return shlex.join(wflaunch.run_command(world, cfg_path, out, python="python"))
@@ -273,7 +276,8 @@ def banner(all_runs: list[pd.DataFrame]) -> dict[str, str]:
             vals = sorted({str(v) for v in runs[c].dropna()})
             hw.append(f"{ {'host': 'host', 'cpu_count': 'cores', 'device': 'device'}[c]} {', '.join(vals) or 'n/a'}")
     backend = runs["backend"] if "backend" in runs else pd.Series("torch", runs.index)
-    real, sim = runs[backend != "simgrid"], runs[backend == "simgrid"]
+    simulated = backend.map(is_simulated).astype(bool)
+    real, sim = runs[~simulated], runs[simulated]
     parts = []
     if len(real):
         net = (", ".join(sorted(set(real["network"].dropna().astype(str)))) if "network" in real and

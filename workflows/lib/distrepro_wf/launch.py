@@ -24,6 +24,8 @@ import shlex
 import sys
 from typing import Any, Iterable, Mapping
 
+from impls.backends import backend_of
+
 # where the c10d rendezvous listens on the first node: below Linux's ephemeral ports
 RDZV_PORT_BASE, RDZV_PORT_SPAN = 29500, 2000
 HEAD = "$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)"
@@ -116,7 +118,7 @@ def launch_world(cfg: Mapping[str, Any]) -> int | None:
     """Processes the launch of a run config starts: its workers plus the algorithm's other
     roles (``None``: a simulated run, one process).  A config the runtime will refuse runs
     with its workers alone (it fails there, named)."""
-    if cfg.get("backend") == "simgrid":
+    if backend_of(cfg.get("backend")).one_process:
         return None
     from impls.errors import ConfigError
     from impls.runconfig import world_size

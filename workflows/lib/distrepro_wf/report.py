@@ -32,6 +32,8 @@ import pandas as pd
 import yaml
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from impls.backends import is_simulated
+
 from . import claims as wfclaims
 from . import evidence
 from .pages import paper_of_experiment
@@ -291,7 +293,7 @@ def _published_rows(numbers: pd.DataFrame, claims_list: list[dict[str, Any]], re
 
 def where_text(exp: dict[str, Any]) -> str:
     """Where an experiment's runs ran and what their times mean (methods may override)."""
-    sims = [m for m, spec in exp["methods"].items() if (spec or {}).get("backend", exp.get("backend")) == "simgrid"]
+    sims = [m for m, spec in exp["methods"].items() if is_simulated((spec or {}).get("backend", exp.get("backend")))]
     if not sims:
         return "Real ranks on this machine (torch.distributed); times are wall-clock times of this machine."
     name = lambda v: v if isinstance(v, str) else (v or {}).get("name")  # noqa: E731

@@ -36,6 +36,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from impls.backends import is_simulated
+
 from . import closedform as cf
 
 #: the uncertain parameters: (name, label, how, low, high, reason); ``how``: "scale" multiplies the
@@ -94,7 +96,7 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
     from impls.sim.profiles import PAPER  # noqa: PLC0415
 
     exp = (config.get("experiments") or {}).get(experiment)
-    if not exp or exp.get("backend") != "simgrid":
+    if not exp or not is_simulated(exp.get("backend")):
         return None
     plat = platform_config(exp.get("platform", "ethernet_10g"))
     prof = profile_config(exp.get("profile", "measured"))

@@ -1,0 +1,191 @@
+"""The house's structure, checked on the source (milliseconds, nothing runs):
+
+* no import cycle among the modules of ``impls/`` (every ``import`` statement counts, the
+  ones inside functions too: a lazy import is still a dependency);
+* ``impls/`` (the library) never imports ``workflows/`` (``distrepro_wf``);
+* no registered backend name (``impls.backends.BACKENDS``: ``torch``, ``simgrid``) is
+  compared (``==``, ``!=``, ``in``) outside ``impls/backends/``: callers ask the backend's
+  spec (``backend_of(value)``, ``is_simulated(value)``, ``backend.spec``) instead.
+
+Each check also runs on a planted violation, so a check that cannot fail fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from impls.backends import BACKENDS
+
+ROOT = Path(__file__).resolve().parents[1]
+SCANNED = ("impls", "workflows/lib", "workflows/scripts")  # where a backend name must not be compared
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(tree: ast.AST, mod: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``tree`` (module ``mod``) imports, anywhere in it."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = mod.split(".") if is_package else mod.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for a in node.names:  # ``from pkg import sub``: the submodule, else the package
+                out.add(f"{target}.{a.name}" if f"{target}.{a.name}" in known else target)
+    return out & known
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """``{module: modules it imports}`` of ``{module: (source, is_package)}``.  A module's import of
+    its own package (``from . import Backend`` in ``impls/backends/sim.py``, an entry
+    registering itself in its package's registry) is not an edge: Python runs the package's
+    ``__init__`` before any of its modules anyway, and the package imports its entries to
+    fill its registry, the house's registry pattern."""
+    known = set(sources)
+    return {m: {t for t in imported(ast.parse(src), m, pkg, known) if t != m and not m.startswith(t + ".")}
+            for m, (src, pkg) in sources.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``: one path ``a -> b -> ... -> a`` per strongly connected
+    component of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    comps: list[set[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    comps.append(comp)
+    return [_path(graph, comp) for comp in comps]
+
+
+def _path(graph: dict[str, set[str]], comp: set[str]) -> list[str]:
+    """One cycle through a component: from its first module back to it (breadth first)."""
+    start = min(comp)
+    prev: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        v = todo.pop(0)
+        for w in sorted(graph[v] & comp):
+            if w == start:
+                path = [v]
+                while path[-1] != start:
+                    path.append(prev[path[-1]])
+                return [start, *reversed(path[:-1]), start] if v != start else [start, start]
+            if w not in prev:
+                prev[w] = v
+                todo.append(w)
+    return sorted(comp)
+
+
+def impls_sources() -> dict[str, tuple[str, bool]]:
+    return {module_name(p, ROOT): (p.read_text(), p.name == "__init__.py") for p in (ROOT / "impls").rglob("*.py")}
+
+
+def test_no_import_cycle_among_impls_modules():
+    graph = import_graph(impls_sources())
+    assert len(graph) > 80 and "impls.algorithms" in graph["impls.runconfig"]  # the scan sees the imports
+    found = cycles(graph)
+    assert found == [], "import cycles in impls/: " + "; ".join(" -> ".join(c) for c in found)
+
+
+def test_the_cycle_check_finds_a_planted_cycle():
+    planted = {"p": ("", True), "p.a": ("def f():\n    from .b import x\n", False),
+               "p.b": ("from . import c\n", False), "p.c": ("import p.a\nfrom . import Registry\n", False)}
+    assert cycles(import_graph(planted)) == [["p.a", "p.b", "p.c", "p.a"]]
+
+
+def _workflow_imports(tree: ast.AST) -> list[int]:
+    """Lines importing ``distrepro_wf`` or ``workflows`` (statements, or ``import_module("...")``)."""
+    def theirs(name: str) -> bool:
+        return name.split(".")[0] in ("distrepro_wf", "workflows")
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(theirs(a.name) for a in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and not node.level and theirs(node.module or ""):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                "import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str) and theirs(node.args[0].value):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_impls_never_imports_the_workflow():
+    offenders = {str(p.relative_to(ROOT)): ln for p in sorted((ROOT / "impls").rglob("*.py"))
+                 if (ln := _workflow_imports(ast.parse(p.read_text())))}
+    assert offenders == {}
+    planted = "import distrepro_wf.report\nfrom workflows.lib import x\n" \
+              "def f():\n    importlib.import_module('distrepro_wf.collect')\n"
+    assert _workflow_imports(ast.parse(planted)) == [1, 2, 4]
+
+
+def backend_names() -> set[str]:
+    names = set(BACKENDS.names())
+    assert {"torch", "simgrid"} <= names, f"the backends are registered components: {sorted(names)}"
+    return names
+
+
+def _name_comparisons(tree: ast.AST, names: set[str]) -> list[str]:
+    """``line: expression`` of every comparison with a backend name among its operands (a string
+    constant, or one inside a tuple / list / set literal: ``backend in ("simgrid", ...)``)."""
+    def named(e: ast.AST) -> bool:
+        if isinstance(e, ast.Constant):
+            return e.value in names
+        return isinstance(e, (ast.Tuple, ast.List, ast.Set)) and any(named(x) for x in e.elts)
+
+    return [f"{n.lineno}: {ast.unparse(n)}" for n in ast.walk(tree)
+            if isinstance(n, ast.Compare) and any(named(e) for e in (n.left, *n.comparators))]
+
+
+def test_no_backend_name_compared_outside_the_backend_package():
+    names = backend_names()
+    files = [p for d in SCANNED for p in sorted((ROOT / d).rglob("*.py"))]
+    assert len(files) > 100
+    offenders = {str(p.relative_to(ROOT)): hits for p in files
+                 if ROOT / "impls" / "backends" not in p.parents
+                 and (hits := _name_comparisons(ast.parse(p.read_text()), names))}
+    assert offenders == {}, "ask the backend's spec (impls.backends.backend_of / is_simulated) instead"
+    planted = "if cfg.get('backend') == 'simgrid': pass\nok = b != 'torch'\nx = k in ('simgrid', 'x')\ny = k == 'x'\n"
+    assert [h.split(":")[0] for h in _name_comparisons(ast.parse(planted), names)] == ["1", "2", "3"]

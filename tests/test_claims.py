@@ -1060,3 +1060,30 @@ def test_loss_panel_has_the_training_loss_and_placeholders_say_why(fixture_table
     assert figure_notes(tmp_path / "loss.png") == (None, "")
     _drawn_axes(monkeypatch, "scaling", t, tmp_path / "scaling.png")  # one node count: nothing to draw
     assert figure_notes(tmp_path / "scaling.png") == ("fewer than two node counts per method", "")
+
+
+def test_a_same_accuracy_claim_needs_both_sides_at_their_plateau():
+    """'Converges to the same accuracy' compares where two methods end: a side whose top-1 still
+    rises in its last quarter (the mean of the last quarter of its evaluations minus the quarter
+    before) is not at its plateau, and the setting is refused naming it.  The curves are the
+    default run's ps_modes_plateau seeds 3 (DDCGU) and 1 (synchronous) at 10 epochs."""
+    from distrepro_wf import mechanisms
+    from distrepro_wf.collect import _late_gain
+
+    ddcgu = pd.Series([42.6, 55.2, 59.9, 69.1, 72.7, 84.1, 89.1, 86.1, 93.0, 94.7]) / 100
+    sync = pd.Series([54.9, 76.9, 90.3, 91.4, 92.8, 92.5, 93.3, 95.0, 94.7, 94.4]) / 100
+    assert _late_gain(ddcgu) == pytest.approx((93.0 + 94.7 - 89.1 - 86.1) / 2 / 100)  # k = 10 // 4 = 2
+    assert _late_gain(sync) == pytest.approx((94.7 + 94.4 - 93.3 - 95.0) / 2 / 100)
+    assert math.isnan(_late_gain(pd.Series([0.5]))) and _late_gain(pd.Series([0.5, np.nan, 0.7])) == pytest.approx(0.2)
+    c = claim(metric="final_acc", compare="difference", a={"method": "ddcgu"}, b={"method": "ps_sync"},
+              mechanism={"text": "t", "requires": [{"check": "plateau", "side": "both", "max_gain": 0.025}]})
+    table = pd.DataFrame([("ddcgu", 8, "slow1x4", _late_gain(ddcgu)), ("ps_sync", 8, "slow1x4", _late_gain(sync))],
+                         columns=["method", "nodes", "straggler", "late_gain_acc"])
+    why = mechanisms.check(c, rf.CONFIG, table, 8, "slow1x4")
+    assert why == "ddcgu still learns: +6.3 points of top-1 in the last quarter of its run (> 2.5): not at its " \
+                  "plateau, the final accuracies do not compare"
+    flat = table.assign(late_gain_acc=[0.01, -0.002])
+    assert mechanisms.check(c, rf.CONFIG, flat, 8, "slow1x4") == ""
+    shipped = {x["id"]: x for x in wfpublished.load(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())).claims}
+    assert {"check": "plateau", "side": "both", "max_gain": 0.025} in \
+        shipped["ddcgu_same_accuracy_as_sync"]["mechanism"]["requires"]

@@ -110,6 +110,10 @@ class Metric:
 METRICS: dict[str, Metric] = {
     "final_acc": Metric("final validation top-1", "%", "final_acc", 100.0, ("acc/val", "last"), True, bounds=UNIT),
     "best_acc": Metric("best validation top-1", "%", "best_acc", 100.0, ("acc/val", "max"), True, bounds=UNIT),
+    # the plateau check (distrepro_wf.mechanisms "plateau"): mean top-1 of the last quarter of the
+    # evaluations minus the quarter's before (collect._late_gain)
+    "late_gain_acc": Metric("top-1 gained in the run's last quarter (about 0 at a plateau)", "points",
+                            "late_gain_acc", 100.0, ("acc/val", "late_gain"), True, bounds=(-1.0, 1.0)),
     "final_train_loss": Metric("final training loss", "", "final_train_loss", source=("loss/train", "last")),
     "final_val_loss": Metric("final validation loss (all classes)", "", "final_val_loss",
                              source=("loss/val", "last"), bounds=NONNEG),

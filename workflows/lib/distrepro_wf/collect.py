@@ -330,7 +330,18 @@ def collective_wait(records: list[dict], simulated: bool, algorithm: str = "allr
     return out
 
 
-_REDUCE = {"last": lambda s: s.iloc[-1], "max": pd.Series.max, "min": pd.Series.min, "mean": pd.Series.mean}
+def _late_gain(s: pd.Series) -> float:
+    """The mean of the series' last quarter (its evaluated epochs, at least one point) minus
+    the mean of the quarter before: about 0 once a run has reached its plateau (the
+    evaluation's noise, halved by the means), several points while it still learns; NaN
+    with fewer than two points."""
+    s = s.dropna()
+    k = max(1, len(s) // 4)
+    return float(s.iloc[-k:].mean() - s.iloc[-2 * k:-k].mean()) if len(s) >= 2 else np.nan
+
+
+_REDUCE = {"last": lambda s: s.iloc[-1], "max": pd.Series.max, "min": pd.Series.min, "mean": pd.Series.mean,
+           "late_gain": _late_gain}
 
 
 def summarize(info: dict, t: pd.DataFrame, evals: pd.DataFrame | None = None,

@@ -35,6 +35,11 @@ and names the side that fails:
 ``label_skew`` (``side``)
     The side's data is partitioned by label (each worker sees a few classes), the setting where
     D^2 differs from D-PSGD.
+``plateau`` (``side``, ``max_gain``)
+    The side's runs have reached their plateau: the mean over seeds of the top-1 gained in
+    the run's last quarter (``late_gain_acc``: the mean top-1 of the last quarter of its
+    evaluations minus that of the quarter before) is at most ``max_gain``.  "Converges to the same accuracy" compares where two methods end, which a
+    run cut short while still learning does not show.
 ``platform_sourced`` (``needs``: what the published effect would need, in words)
     Every parameter of the simulated platform that shapes its bandwidth has a published source
     (:func:`impls.sim.platforms.unsourced`).  A platform built on guesses cannot decide a claim
@@ -128,6 +133,18 @@ def _inexact(s: "Setting", side: str, **_: Any) -> str:
     if float(rows["final_consensus_distance"].abs().max()) <= 1e-9:
         return (f"{s.sel(side)['method']} averages exactly at n={s.nodes} (consensus distance 0; e.g. 1-peer SGP "
                 f"at n=2): equal accuracy holds by construction, the setting tests nothing")
+    return ""
+
+
+@_check("plateau")
+def _plateau(s: "Setting", side: str, max_gain: float, **_: Any) -> str:
+    rows = s.side_rows(side)
+    if "late_gain_acc" not in rows or rows["late_gain_acc"].dropna().empty:
+        return f"no accuracy curve for {s.sel(side)['method']}: cannot tell whether it reached its plateau"
+    gain = float(rows["late_gain_acc"].mean())
+    if gain > max_gain:
+        return (f"{s.sel(side)['method']} still learns: +{gain * 100:.1f} points of top-1 in the last quarter of "
+                f"its run (> {max_gain * 100:.1f}): not at its plateau, the final accuracies do not compare")
     return ""
 
 

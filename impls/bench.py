@@ -161,6 +161,9 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--algorithm", default="{}", help="allreduce_sgd's settings as JSON, e.g. '{\"bucket_mb\": 4}'")
     a = ap.parse_args(argv)
+    from .runtime.loop import steady_heap
+
+    steady_heap()  # as the runtime: the heap keeps what a step frees (all three contenders share it)
     torch.set_num_threads(1)
     backend = current_backend("gloo")
     try:

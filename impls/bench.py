@@ -25,6 +25,13 @@ shared machine than the wall time. ``buffer_sync_ms`` times ``allreduce_sgd``'s 
 broadcast alone (one message of all state buffers; none for a model without buffers) and
 ``ddp_buffer_sync_ms`` DDP's (``_sync_buffers``), each in blocks of their own.
 
+The process keeps what a step frees for the next step, as every run does
+(:func:`impls.runtime.loop.steady_heap`; all three contenders share it): with glibc's
+default heap trimming, a ResNet-20 step faulted its activations' pages in again at every
+step, 20-25 % of its CPU time, and by a different amount for each contender depending on
+where small objects sat in the shared heap (AR-SGD's CPU time per step was ~10 ms above
+DDP's from that alone).
+
 Targets (issue 27): ``ratio`` (AR-SGD / DDP) <= 0.95 on every row; ``overhead`` <= 10 %
 on ResNet-20 and VGG-16 with one rank per core.
 """
@@ -161,6 +168,9 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--algorithm", default="{}", help="allreduce_sgd's settings as JSON, e.g. '{\"bucket_mb\": 4}'")
     a = ap.parse_args(argv)
+    from .runtime.loop import steady_heap
+
+    steady_heap()  # as the runtime: the heap keeps what a step frees (all three contenders share it)
     torch.set_num_threads(1)
     backend = current_backend("gloo")
     try:

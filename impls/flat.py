@@ -235,8 +235,10 @@ class BackwardOverlap:
     def _check(self, k: int) -> None:
         """This rank's own gradient, before the all-reduce mixes it with the others': a NaN
         or an infinity is recorded (the runtime fails the run naming this rank and step,
-        :meth:`impls.protocol.Algorithm.gradient_fault`); one sum per bucket."""
-        if self.nonfinite is None:
+        :meth:`impls.protocol.Algorithm.gradient_fault`).  One sum of the whole bucket (its
+        flat buffer): finite proves every entry finite; otherwise (or on the rare overflow of
+        the sum) each gradient is looked at to name the first bad one."""
+        if self.nonfinite is None and not bool(self.buckets.flats[k].sum().isfinite()):  # one op: all finite
             self.nonfinite = nonfinite_grad([(self.names.get(id(p), "?"), v) for p, v in self._views[k]])
 
     def take_handles(self) -> list:

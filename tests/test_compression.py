@@ -349,3 +349,24 @@ def test_compression_benchmark_rows_and_ratios():
     bits, scales = _blockwise_sign_pack(x, 64)  # 15 full blocks and a tail of 40
     ref = build({"name": "sign", "scale": "mean_abs", "block": "size", "block_size": 64}).compress(x)
     assert torch.equal(bits, ref[0]) and torch.allclose(scales, ref[1], rtol=1e-6)
+
+
+def test_compressed_sgd_runs_allreduce_sgds_own_setup(monkeypatch):
+    """compressed_sgd subclasses allreduce_sgd and takes its setup through super() (issue 25:
+    it used to skip it), differing only in its buckets (one flat buffer) and its overlap
+    (none: compression needs the whole gradient, see its docstring)."""
+    from impls.algorithms.allreduce_sgd import AllreduceSGD
+    from impls.backends import Backend, Clock
+    from impls.comm import Communicator
+    from impls.optim import SGDConfig
+    from impls.protocol import Context
+
+    calls, parent = [], AllreduceSGD.setup
+    monkeypatch.setattr(AllreduceSGD, "setup", lambda self, model: (calls.append(type(self).__name__),
+                                                                     parent(self, model))[1])
+    cls, cfg = algorithm_config({"name": "compressed_sgd"})
+    algo = cls(cfg, Context(0, 1, Communicator(Backend(), Clock()), SGDConfig(lr=0.1), 0))
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    algo.setup(model)
+    assert calls == ["CompressedSGD"] and algo.overlap is None and algo._bvec is None
+    assert [len(m) for m in algo.buckets.members] == [4] and algo.compressor is not None

@@ -249,6 +249,47 @@ def test_digits_matches_scikit_learn():
     assert math.isclose(raw[:, :64].max(), 16)
 
 
+def test_steady_heap_keeps_a_steps_freed_activations_mapped(tmp_path, monkeypatch):
+    """impls.runtime.loop.steady_heap (called by the runtime and the ddp benchmark): a
+    step that allocates ~2 MiB activations and frees them no longer gives the pages back
+    to the kernel and faults them in again at every step (glibc's default heap trimming:
+    thousands of page faults per step, 20-25 % of a ResNet-20 step's CPU).  In a fresh
+    process, as the setting is process-wide; an explicit MALLOC_* environment wins."""
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    import impls.runtime.loop as loop
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's mallopt only")
+    script = tmp_path / "heap.py"
+    script.write_text("""
+import resource, torch
+from impls.runtime.loop import steady_heap
+def faults(mib, n, steps=4):  # page faults per step, after two warm-up steps
+    for i in range(steps + 2):
+        if i == 2:
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        xs = [torch.ones(mib << 18) for _ in range(n)]  # a forward pass: n activations of mib MiB, written
+        del xs  # the backward pass frees them
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / steps
+shapes = [(2, 16), (1, 48), (6, 6)]
+before = [faults(*s) for s in shapes]  # glibc's default: most runs fault most pages again (where small
+print(before, steady_heap(), [faults(*s) for s in shapes])  # objects sit in the heap decides)
+""")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True).stdout
+    before, applied, after = eval(out.replace(" True ", ", True, ").replace(" False ", ", False, "))
+    pages = [mib * n * 256 for mib, n in [(2, 16), (1, 48), (6, 6)]]  # 4 KiB pages written per step
+    assert applied is True, out
+    assert all(a < 0.05 * p for a, p in zip(after, pages)), (before, after)
+    monkeypatch.setattr(loop, "_heap_steady", None)  # (returns before any mallopt: this process is unchanged)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    assert loop.steady_heap() is False
+
+
 def test_backward_overlap_starts_buckets_in_order_as_backward_completes_them():
     """allreduce_sgd's overlap (impls.flat.BackwardOverlap) on a real
     autograd pass: each bucket starts from the backward pass once its last gradient has

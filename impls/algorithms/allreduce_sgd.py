@@ -128,22 +128,26 @@ class AllreduceSGD(Algorithm):
     def setup(self, model):
         super().setup(model)
         self.broadcast_initial_state(model)
-        # bucket sizes in the bytes the messages weigh: where a simulated clock scales them to a
-        # paper's model (impls.sim.profiles), a 25 MB bucket is 25 MB of that model (real ranks: 1)
-        scale = self.comm.clock.wire_scale(sum(p.numel() * p.element_size() for p in model.parameters()))
-        self.buckets = GradientBuckets(list(model.parameters()), self.cfg.bucket_mb / scale,
-                                       self.cfg.first_bucket_mb / scale)  # 1
-        self.overlap = None
-        if self.cfg.overlap_backward and self.ctx.world > 1:
-            names = {id(p): n for n, p in model.named_parameters()}
-            self.overlap = BackwardOverlap(self.buckets, self._launch, self.comm.clock, self.ctx.world, names)  # 2
+        self.buckets = self._gradient_buckets(model)  # 1
+        self.overlap = self._backward_overlap(model)  # 2
         self._waiting: list | None = None  # this step's handles, until step() has used them
-        self._init_buffer_sync()
-
-    def _init_buffer_sync(self) -> None:
         self._bvec: BufferVector | None = None  # the state buffers as one byte vector, once built
         self._buffers_in_flight = None  # its broadcast, launched after a backward pass
         self._buffers_equal = False  # every rank holds rank 0's buffers (nothing to send before a forward)
+
+    def _gradient_buckets(self, model) -> GradientBuckets:
+        """Step 1's buckets.  Their sizes count the bytes the messages weigh: where a simulated
+        clock scales them to a paper's model (impls.sim.profiles), a 25 MB bucket is 25 MB of
+        that model (real ranks: 1)."""
+        scale = self.comm.clock.wire_scale(sum(p.numel() * p.element_size() for p in model.parameters()))
+        return GradientBuckets(list(model.parameters()), self.cfg.bucket_mb / scale, self.cfg.first_bucket_mb / scale)
+
+    def _backward_overlap(self, model) -> BackwardOverlap | None:
+        """Step 2's hooks (None: every bucket leaves from :meth:`step`)."""
+        if not (self.cfg.overlap_backward and self.ctx.world > 1):
+            return None
+        names = {id(p): n for n, p in model.named_parameters()}
+        return BackwardOverlap(self.buckets, self._launch, self.comm.clock, self.ctx.world, names)
 
     def _launch(self, i: int):
         return self.comm.all_reduce(self.buckets.flats[i], async_op=True)

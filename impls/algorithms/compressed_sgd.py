@@ -70,7 +70,7 @@ import torch
 from ..compression import build, wire_bytes
 from ..errors import ConfigError
 from ..flat import GradientBuckets
-from ..protocol import Algorithm, StepContext
+from ..protocol import StepContext
 from . import register
 from .allreduce_sgd import AllreduceSGD
 
@@ -106,15 +106,17 @@ class CompressedSGD(AllreduceSGD):  # shares allreduce_sgd's buffer broadcast; t
     Config = CompressedSGDConfig
 
     def setup(self, model):
-        Algorithm.setup(self, model)
-        self.broadcast_initial_state(model)
-        self.buckets = GradientBuckets(list(model.parameters()), float("inf"))  # 1: one flat buffer
-        self.overlap, self._waiting = None, None  # no overlap: see the docstring
-        self._init_buffer_sync()
+        super().setup(model)  # allreduce_sgd's: initial state, the buckets below, the buffer broadcast
         layout = [p.numel() for p, _ in self.buckets.views]
         probe = build(self.cfg.compressor, "algorithm.compressor", layout=layout)
         seed = self.ctx.seed if probe.shared_seed else self.ctx.seed * 7919 + 104729 * (self.ctx.rank + 1)
         self.compressor = build(self.cfg.compressor, "algorithm.compressor", seed=seed, layout=layout)
+
+    def _gradient_buckets(self, model) -> GradientBuckets:
+        return GradientBuckets(list(model.parameters()), float("inf"))  # 1: one flat buffer
+
+    def _backward_overlap(self, model) -> None:
+        return None  # no overlap: see the docstring
 
     def step(self, s: StepContext) -> dict[str, float]:
         world = self.ctx.world

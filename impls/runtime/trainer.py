@@ -35,7 +35,7 @@ from ..runconfig import resolve
 from ..straggler import StragglerModel, straggler_config
 from ..protocol import ServeContext, StepContext
 from ..tasks import Task, build_task
-from .loop import batches, consensus_distance, measure_compute, train_step
+from .loop import batches, consensus_distance, measure_compute, steady_heap, train_step
 from .precision import LossScaleConfig, MixedPrecision
 from .steps import STEP_SCHEDULES
 
@@ -205,6 +205,7 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
         raise ConfigError("nodes", f"config says {workers} workers ({len(roles)} processes with the algorithm's "
                                    f"other roles) but {backend.world} processes were started")
     torch.set_num_threads(run.threads_per_rank)
+    steady_heap()  # a step's freed memory stays for the next step (impls.runtime.loop)
     if backend.spec.one_process:
         wl.loader_workers = 0  # ranks sharing one process (simulated ones): no loader processes per rank
     task = build_task(wl, device)

@@ -62,7 +62,7 @@ def test_dry_run_of_the_default_config(tmp_path):
     groups = {(e, n) for e, x in cfg["experiments"].items() for m, mm in x["methods"].items()
               for n in (mm or {}).get("nodes", x["nodes"])}
     assert any(line.split() == ["train", str(len(groups))] for line in proc.stdout.splitlines()), proc.stdout
-    assert "sensitivity_sweep" not in proc.stdout  # ~350 simulations: target studies only
+    assert "sensitivity_sweep" not in proc.stdout  # ~320 simulations: target studies only
 
 
 def test_dry_run_of_the_studies_target(tmp_path):

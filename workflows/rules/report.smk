@@ -114,4 +114,4 @@ rule report:
 rule studies:
     input:
         "reports/index.html",
-        SWEEP_TABLE,  # the simulator re-run over the sensitivity ranges (~350 short simulations)
+        SWEEP_TABLE,  # the simulator re-run over the sensitivity ranges (~320 short simulations)

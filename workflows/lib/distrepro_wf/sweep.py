@@ -36,7 +36,7 @@ metric in :data:`~distrepro_wf.sensitivity.SPEED_METRICS`, at each of the claim'
    whether the two verdicts agree.
 
 A time-to-target claim is "not swept" (:data:`TTA_NOT_SWEPT`).  Cost: one short simulation per
-distinct (side, point): about 350 simulations of 2-32 simulated nodes for the default config
+distinct (side, point): 316 simulations of 7-32 simulated nodes for the default config
 (README: rule ``sensitivity_sweep``), so it is part of ``studies``, not of the default run.
 """
 

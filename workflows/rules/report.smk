@@ -110,7 +110,8 @@ rule report:
 
 
 # Every study config into one report (common.smk reads STUDY_CONFIGS when this is the target):
-#   snakemake --cores 2 studies        (about an hour on 2 cores; never part of the default run or CI)
+#   snakemake --cores 2 studies        (about an hour on 2 cores, plus ~20 CPU-min of sensitivity sweep;
+#                                       never part of the default run or CI)
 rule studies:
     input:
         "reports/index.html",

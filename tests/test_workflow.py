@@ -62,6 +62,7 @@ def test_dry_run_of_the_default_config(tmp_path):
     groups = {(e, n) for e, x in cfg["experiments"].items() for m, mm in x["methods"].items()
               for n in (mm or {}).get("nodes", x["nodes"])}
     assert any(line.split() == ["train", str(len(groups))] for line in proc.stdout.splitlines()), proc.stdout
+    assert "sensitivity_sweep" not in proc.stdout  # ~320 simulations: target studies only
 
 
 def test_dry_run_of_the_studies_target(tmp_path):
@@ -76,6 +77,7 @@ def test_dry_run_of_the_studies_target(tmp_path):
                    for n in (mm or {}).get("nodes", x["nodes"])}
     counts = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines() if len(line.split()) == 2}
     assert counts.get("train") == str(len(groups)) and counts.get("studies") == "1" and counts.get("report") == "1"
+    assert counts.get("sensitivity_sweep") == "1"  # the simulator re-run over the sensitivity ranges
     assert "reports/figures/katyusha_x/" in proc.stdout and "results/tables/translation_sim/runs.csv" in proc.stdout
 
 

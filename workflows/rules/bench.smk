@@ -118,6 +118,33 @@ rule bench_sim_paper_rows:
         "../scripts/bench_sim_paper_rows.py"
 
 
+# sensitivity_sweep.csv (target studies, not bench: ~320 short simulations): every simulated speed claim
+#   re-simulated at both ends of each range of distrepro_wf/sensitivity.py, its verdict there against the
+#   closed form's (distrepro_wf/sweep.py; settings benchmarks.sensitivity_sweep: simbench.DEFAULTS).
+from distrepro_wf import simbench as _simbench, sweep as _sweep
+
+try:
+    SWEEP_SPEC = _simbench.bench_spec("sensitivity_sweep", config.get("benchmarks", {}).get("sensitivity_sweep"))
+    _sweep.chosen(SWEEP_SPEC["claims"], PUBLISHED.claims)  # an unknown claim: refused before any job
+except ConfigError as e:
+    raise WorkflowError(f"invalid configuration: {e}") from None
+
+
+rule sensitivity_sweep:
+    input:
+        published=PUBLISHED_FILES,  # compare.smk
+    output:
+        "results/bench/sensitivity_sweep.csv",
+    log:
+        "results/logs/bench/sensitivity_sweep.log",
+    params:
+        spec=SWEEP_SPEC,
+        config=config,
+    threads: 64  # simulations at once: everything there is (Snakemake scales it down to --cores)
+    script:
+        "../scripts/sensitivity_sweep.py"
+
+
 rule bench_sim_scale:
     output:
         "results/bench/sim_scale.csv",

@@ -15,6 +15,8 @@ BENCH_TABLES += sorted({f"results/bench/{b}.csv" for e in EXPERIMENTS
                         for b in config["experiments"][e].get("benchmarks", [])})
 # the all-reduce study's tables (rule allreduce_study, bench.smk; not run by default): shown when present
 STUDY_TABLES = ["results/bench/allreduce_claims.csv", "results/bench/allreduce_winners_grid.csv"]
+# the simulator's own sensitivity sweep (rule sensitivity_sweep, bench.smk): made and shown under studies
+SWEEP_TABLE = "results/bench/sensitivity_sweep.csv"
 from distrepro_wf.plots import FIGURES as FIGURE_FUNCTIONS, FOREST_PAGES
 
 FIGURES = list(FIGURE_FUNCTIONS)  # a figure = a function there + its caption in ../report/captions/<name>.rst
@@ -92,7 +94,8 @@ rule report:
         claims="results/tables/claims.csv",
         published=PUBLISHED_FILES,
         # the benchmark tables shown: those the bench target has written (it is not run by default)
-        bench=lambda wc: [p for p in BENCH_TABLES + STUDY_TABLES if os.path.exists(p)],
+        bench=lambda wc: [p for p in BENCH_TABLES + STUDY_TABLES if os.path.exists(p)]
+        + ([SWEEP_TABLE] if STUDIES or os.path.exists(SWEEP_TABLE) else []),  # studies: made first
     output:
         index="reports/index.html",
         pages=[f"reports/papers/{p}.html" for p in REPORT_PAGES],
@@ -107,7 +110,9 @@ rule report:
 
 
 # Every study config into one report (common.smk reads STUDY_CONFIGS when this is the target):
-#   snakemake --cores 2 studies        (about an hour on 2 cores; never part of the default run or CI)
+#   snakemake --cores 2 studies        (about an hour on 2 cores, plus ~20 CPU-min of sensitivity sweep;
+#                                       never part of the default run or CI)
 rule studies:
     input:
         "reports/index.html",
+        SWEEP_TABLE,  # the simulator re-run over the sensitivity ranges (~320 short simulations)

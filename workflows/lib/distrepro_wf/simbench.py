@@ -103,6 +103,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "platform": "ethernet_10g",
         "timeout_s": 900,
     },
+    "sensitivity_sweep": {
+        # rule sensitivity_sweep (distrepro_wf/sweep.py): the claims to sweep ([]: every simulated
+        # speed claim), each short run's epochs of steps (the last epoch is read), a simulation's limit
+        "claims": [],
+        "steps": 3,
+        "epochs": 2,
+        "timeout_s": 600,
+    },
     "sim_vs_real": {
         "nodes": 2,
         "workload": "digits_cnn",

@@ -1,0 +1,108 @@
+"""The simulator's sensitivity sweep (workflows/lib/distrepro_wf/sweep.py, rule sensitivity_sweep):
+its parameter mapping on the simulator's knobs, the points it plans for the default config and
+the verdicts of its table.  One test runs 4 tiny simulations (2 nodes, 6 steps: a few seconds);
+the rest are milliseconds (one torch import for the profile configs)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from distrepro_wf import published as wfpublished
+from distrepro_wf import sensitivity, simbench, sweep
+from distrepro_wf.yamlio import load_yaml
+from impls.runconfig import resolve
+
+REPO = Path(__file__).resolve().parents[1]
+EXPECT_LT1 = {"op": "<", "value": 1.0, "tolerance": 0.0}
+
+
+def _tiny(platform="ethernet_10g", algorithm=None):
+    wl = simbench.merged(simbench.TINY_WORKLOAD, {"max_steps_per_epoch": 3, "epochs": 2})
+    return simbench.sim_config(algorithm or {"name": "allreduce_sgd", "overlap_backward": False}, 2, wl, platform,
+                               {"name": "fixed", "step_ms": 20.0, "model_mb": 2.0, "msg_us": 10.0, "stage_gbps": 12.0})
+
+
+def test_every_range_maps_onto_a_knob_the_simulator_accepts():
+    base = _tiny("shared_hpc", "allreduce_sgd")
+    for spec in sensitivity.RANGES:
+        for v in (spec["low"], spec["high"]):
+            resolve(sweep.perturb(base, spec["name"], v))  # validates platform, profile and algorithm
+    p = lambda name, v: sweep.perturb(base, name, v)  # noqa: E731
+    assert p("compute_s", 3.0)["profile"]["step_ms"] == 60.0
+    assert p("efficiency", 0.3)["platform"]["nic_gbps"] == pytest.approx(3.0)  # every message, not allreduce_efficiency
+    assert p("efficiency", 0.3)["platform"]["uplink_gbps"] == pytest.approx(3.0)
+    assert "allreduce_efficiency" not in p("efficiency", 0.3)["platform"]
+    assert p("latency_s", 5.0)["platform"]["latency_us"] == 250.0
+    assert p("msg_overhead_s", 200e-6)["profile"]["msg_us"] == pytest.approx(200.0)
+    assert p("background", 0.75)["platform"]["background_load"] == 0.75
+    assert p("jitter", 0.15)["profile"]["jitter"] == 0.15
+    assert p("stage_bandwidth", 0.25)["profile"]["stage_gbps"] == 3.0
+    assert p("overlap", 0.0)["algorithm"]["overlap_backward"] is False
+    assert p("overlap", 1.0) == base  # allreduce_sgd overlaps by default: the nominal config, simulated once
+    with pytest.raises(sweep.NotSwept, match="no background traffic"):
+        sweep.perturb(_tiny(), "background", 0.5)
+    with pytest.raises(sweep.NotSwept, match="stages nothing"):
+        sweep.perturb({**base, "profile": {"name": "fixed", "step_ms": 20.0}}, "stage_bandwidth", 4.0)
+
+
+def test_perturbed_simulations_move_the_step_time(tmp_path):
+    base = _tiny()
+    cfgs = {"nominal": base, "compute": sweep.perturb(base, "compute_s", 3.0),
+            "bandwidth": sweep.perturb(base, "efficiency", 0.3), "latency": sweep.perturb(base, "latency_s", 5.0)}
+    t, cpu = sweep.simulate_all(cfgs, tmp_path, tmp_path / "log", threads=2)
+    assert cpu > 0
+    # one epoch of 3 synchronous steps, overlap off: compute 3 x (60 - 20) ms more
+    assert t["compute"] - t["nominal"] == pytest.approx(0.120, abs=1e-4)
+    # the ring's 2 messages of 1 MB per step at 0.3 of the NIC: 3 x 2 x 1 MB x (1/0.3 - 1) / 1.155 GB/s ~ 12 ms
+    assert 0.008 < t["bandwidth"] - t["nominal"] < 0.016
+    # 5x latency: 3 x 2 x 200 us = 1.2 ms (plus slow-start effects of the flow model)
+    assert 0.0008 < t["latency"] - t["nominal"] < 0.003
+
+
+def test_plan_of_the_default_config():
+    config = load_yaml(REPO / "config" / "config.yaml")
+    claims = wfpublished.load(config).claims
+    points, configs = sweep.plan(claims, config)
+    df = pd.DataFrame(points)
+    tta = df[df["claim"] == "sgp_tta_faster_than_ar"]
+    assert len(tta) == 2 and (tta["note"] == sweep.TTA_NOT_SWEPT).all() and tta["keys"].isna().all()
+    one = df[(df["claim"] == "sgp_epoch_faster_than_ar") & (df["nodes"] == 32)].set_index(["parameter", "end"])
+    assert len(one) == 1 + 2 * len(sensitivity.RANGES)
+    assert one.loc[("efficiency", "high"), "keys"] == one.loc[("nominal", "nominal"), "keys"]  # simulated once
+    assert one.loc[("background", "low"), "note"].startswith("not swept: platform 'ethernet_10g'")
+    assert one.loc[("compute_s", "high"), "closed_form_ratio"] > one.loc[("nominal", "nominal"), "closed_form_ratio"]
+    ctl = df[(df["claim"] == "sgp_advantage_needs_slow_network") & (df["end"] == "nominal")]
+    assert [configs[k]["platform"] for k in ctl["keys"].iloc[0]] == ["ethernet_10g"] * 2 + ["infiniband_100g"] * 2
+    bg = df[(df["claim"] == "adpsgd_epoch_4to8x_faster") & (df["parameter"] == "background")]
+    assert bg["value"].tolist() == [0.0, 0.75] and bg["keys"].notna().all()  # shared_hpc: swept
+    gossip = df[(df["claim"] == "osgp_epoch_faster_than_sgp") & (df["parameter"] == "overlap")]
+    assert gossip["note"].str.contains("no side all-reduces").all()
+    assert set(df["claim"]) == {c["id"] for c, _, _ in sweep.simulated_speed_rows(claims, config)}
+    with pytest.raises(Exception, match="benchmarks.sensitivity_sweep.claims.*unknown claim"):
+        sweep.chosen(["no_such_claim"], claims)
+
+
+def test_table_and_verdicts_of_a_hand_made_frame():
+    pts = [{"claim": "x", "experiment": "e", "nodes": 8, "straggler": "none", "parameter": p, "label": p, "end": end,
+            "value": v, "keys": keys, "note": note, "closed_form_ratio": cf}
+           for p, end, v, keys, note, cf in (
+               ("nominal", "nominal", math.nan, ["a", "b"], "", 0.84),
+               ("compute_s", "high", 3.0, ["a3", "b3"], "", 0.96),
+               ("overlap", "high", 1.0, ["a", "b"], "", 1.20),
+               ("background", "low", 0.0, None, "not swept: no knob", math.nan))]
+    pts.append({**pts[0], "claim": "y", "keys": ["a", "b", "ca", "cb"], "closed_form_ratio": 0.5})
+    times = {"a": 0.8, "b": 1.0, "a3": 2.7, "b3": 3.0, "ca": 0.5, "cb": 0.25}
+    frame = sweep.table(pts, times)
+    assert frame["sim_ratio"].tolist()[:3] == pytest.approx([0.8, 0.9, 0.8]) and math.isnan(frame["sim_ratio"][3])
+    assert frame["sim_ratio"].iloc[4] == pytest.approx(0.8 / 2.0)  # over the control's a/b
+    out = sweep.judge(frame, {"x": EXPECT_LT1, "y": {"op": ">", "value": 1.0, "tolerance": 0.0}})
+    assert list(out.columns) == sweep.COLUMNS
+    # closed form scaled to the sweep's nominal: 0.8 x 0.96 / 0.84 = 0.914; 0.8 x 1.2 / 0.84 = 1.143
+    assert out["closed_form_scaled"].tolist()[:3] == pytest.approx([0.8, 0.9142857, 1.1428571])
+    assert out["verdict"].tolist() == ["reproduced", "reproduced", "reproduced", "", "not reproduced"]
+    assert out["closed_form_verdict"].tolist() == ["reproduced", "reproduced", "not reproduced", "", "not reproduced"]
+    assert out["agrees"].tolist() == ["yes", "yes", "no", "", "yes"]

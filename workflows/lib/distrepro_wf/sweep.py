@@ -1,0 +1,283 @@
+"""Sensitivity sweep: the simulator itself re-run at both ends of every declared range.
+
+:mod:`distrepro_wf.sensitivity` re-evaluates each simulated speed verdict over
+:data:`~distrepro_wf.sensitivity.RANGES` with the closed form (a model of the model: what the
+default run can afford).  This module checks that closed form against the simulator: for every
+simulated speed claim row (the same rows: ``claims.yaml`` entries whose experiment is simulated,
+metric in :data:`~distrepro_wf.sensitivity.SPEED_METRICS`, at each of the claim's settings) it
+
+1. builds each side's run config exactly as the pipeline does (:func:`distrepro_wf.config.
+   run_config`, seed 1, the claim's nodes and straggler), short: :data:`EPOCHS` epochs of
+   :data:`STEPS` steps, one evaluation each (time per epoch is steps x step time, and both sides
+   take the same steps, so the ratio of short epochs is the ratio of step times);
+2. sets one parameter to the low or the high end of its range (:func:`perturb`, the others
+   nominal) on the simulator's own knobs:
+
+   * compute per step: the profile's ``step_ms`` (scaled);
+   * bandwidth efficiency: the platform's ``nic_gbps`` (and ``uplink_gbps`` on racks) times the
+     efficiency, **not** ``allreduce_efficiency``: the range is the achieved share of the NIC's
+     rate for *every* message (:data:`~distrepro_wf.sensitivity.RANGES`), and the claims compare
+     all-reducing methods with gossip, AD-PSGD and servers, whose messages ``allreduce_efficiency``
+     does not touch (:mod:`impls.sim.platforms`: it weighs all-reduce messages only);
+   * per-message overhead: the profile's ``msg_us``; latency: the platform's ``latency_us``
+     (scaled); jitter: the profile's ``jitter``; staging: the profile's ``stage_gbps`` (scaled);
+   * background load: the platform's ``background_load``, only on a preset that has background
+     traffic (``shared_hpc``); elsewhere "not swept" (on one switch the closed form models it as a
+     smaller NIC share, which the bandwidth row already sweeps);
+   * AR/backward overlap: ``allreduce_sgd``'s ``overlap_backward`` off (0) / on (1); a claim with
+     no all-reducing side is "not swept" (neither side moves, in the closed form either);
+
+3. simulates every distinct config once (the nominal point and ends that leave a side's config
+   unchanged share its simulation), and reads each run's last epoch's simulated time;
+4. :func:`judge`: the claim's statistic at each point (``a/b``; over the control's ``a/b`` for
+   ``ratio_vs_control``), its verdict (the claim's ``expect`` on that point), the closed form's
+   ratio at the same point and its verdict as :mod:`distrepro_wf.sensitivity` draws it (the
+   sweep's nominal simulated ratio scaled by ``closed_form(p) / closed_form(nominal)``), and
+   whether the two verdicts agree.
+
+A time-to-target claim is "not swept" (:data:`TTA_NOT_SWEPT`).  A short run is a synchronous
+method's steady state; an asynchronous side's few-step epochs (AD-PSGD, ``ps_async``) may not be:
+its nominal row is there to be read against the claims table's value.  Cost: one short simulation per
+distinct (side, point): 316 simulations of 7-32 simulated nodes for the default config
+(README: rule ``sensitivity_sweep``), so it is part of ``studies``, not of the default run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from impls.errors import ConfigError
+
+from . import claims as wfclaims
+from . import config as wfconfig
+from . import sensitivity
+
+STEPS = 3  # steps per epoch of a short run
+EPOCHS = 2  # the last epoch is read (the first carries the start)
+TTA_NOT_SWEPT = ("not swept: a time to target is the steps to the target (a whole run's learning curve, which a "
+                 "short run does not have; an asynchronous method's depends on timing) times the step time; the "
+                 "step time is swept by the same experiment's per-epoch claims")
+COLUMNS = ["claim", "experiment", "nodes", "straggler", "parameter", "label", "end", "value", "sim_a_s", "sim_b_s",
+           "sim_ratio", "closed_form_ratio", "closed_form_scaled", "verdict", "closed_form_verdict", "agrees", "note"]
+
+
+class NotSwept(Exception):
+    """A parameter the simulator has no knob for in this setting (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Side:
+    experiment: str
+    method: str
+    nodes: int
+    straggler: str
+
+
+def chosen(names: Iterable[str], claims: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The claims named (``benchmarks.sensitivity_sweep.claims``; none named: all); an unknown
+    name is a :class:`ConfigError` naming the key and the known claims."""
+    claims, names = list(claims), list(names or [])
+    known = [c["id"] for c in claims]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ConfigError("benchmarks.sensitivity_sweep.claims",
+                          f"unknown claim(s) {unknown}; known: {', '.join(sorted(known))}")
+    return [c for c in claims if not names or c["id"] in names]
+
+
+def simulated_speed_rows(claims: Iterable[dict[str, Any]], config: dict[str, Any]) -> list[tuple[dict, int, str]]:
+    """(claim, nodes, straggler) of every simulated speed claim at each of its settings: the rows
+    :func:`distrepro_wf.sensitivity.analyse` evaluates."""
+    out = []
+    for c in claims:
+        exp = (config.get("experiments") or {}).get(c["experiment"])
+        if not exp or exp.get("backend") != "simgrid" or c["metric"] not in sensitivity.SPEED_METRICS:
+            continue
+        out += [(c, n, st) for n, st in wfclaims._settings(c, wfclaims._grid(config, c["experiment"]))]
+    return out
+
+
+def sides(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str) -> list[Side]:
+    """[a, b] at the setting, then [a, b] at the control for ``ratio_vs_control``."""
+    settings = [(c["experiment"], nodes, straggler)]
+    if c["compare"] == "ratio_vs_control":
+        settings.append(wfclaims._control_setting(c, config, nodes, straggler))
+    return [Side(e, sel["method"], int(sel.get("nodes", n)), str(sel.get("straggler", st)))
+            for e, n, st in settings for sel in (c["a"], c["b"])]
+
+
+def short_config(config: dict[str, Any], side: Side, steps: int = STEPS, epochs: int = EPOCHS) -> dict[str, Any]:
+    """The side's run config (seed 1) as the pipeline builds it, cut to ``epochs`` of ``steps``."""
+    cfg = wfconfig.run_config(config, wfconfig.Run(side.experiment, side.method, side.nodes, side.straggler, 1))
+    wl = cfg["workload"]
+    wl.update(epochs=epochs, evals_per_epoch=1, max_steps_per_epoch=min(steps, wl.get("max_steps_per_epoch") or steps))
+    return cfg
+
+
+def _spec(x: Any) -> dict[str, Any]:
+    return {"name": x} if isinstance(x, str) else copy.deepcopy(dict(x))
+
+
+def perturb(cfg: dict[str, Any], name: str, value: float) -> dict[str, Any]:
+    """``cfg`` with parameter ``name`` (a :data:`~distrepro_wf.sensitivity.RANGES` name) at
+    ``value`` (a factor for the "scale" ranges) on the simulator's knobs (module docstring);
+    :class:`NotSwept` where it has none here."""
+    from impls.sim.opcost import FREE, given_opcost, paper_opcost  # noqa: PLC0415
+    from impls.sim.platforms import PRESETS, platform_config  # noqa: PLC0415
+    from impls.sim.profiles import PAPER, profile_config  # noqa: PLC0415
+
+    cfg = copy.deepcopy(cfg)
+    plat, prof = platform_config(cfg["platform"]), profile_config(cfg["profile"])
+    pspec, rspec = _spec(cfg["platform"]), _spec(cfg["profile"])
+    if name == "compute_s":
+        if prof.step_ms is None:
+            raise NotSwept(f"profile {prof.name!r} measures its compute on this machine: no step_ms to scale")
+        rspec["step_ms"] = prof.step_ms * value
+    elif name == "efficiency":
+        if value == 1.0:  # the nominal: the config as it is (one simulation with the nominal point)
+            return cfg
+        pspec["nic_gbps"] = plat.nic_gbps * value
+        if plat.uplink_gbps:
+            pspec["uplink_gbps"] = plat.uplink_gbps * value
+    elif name == "msg_overhead_s":
+        rspec["msg_us"] = value * 1e6
+    elif name == "latency_s":
+        pspec["latency_us"] = plat.latency_us * value
+    elif name == "background":
+        if "background_load" not in PRESETS[plat.name]:
+            raise NotSwept(f"platform {plat.name!r} has no background traffic (only shared_hpc does); the closed "
+                           "form's share of one switch's NIC is the bandwidth row")
+        pspec["background_load"] = value
+    elif name == "jitter":
+        rspec["jitter"] = value
+    elif name == "stage_bandwidth":
+        stage = given_opcost(vars(prof), paper_opcost() if prof.name in PAPER else FREE).stage_gbps
+        if not stage:
+            raise NotSwept(f"profile {prof.name!r} stages nothing (stage_gbps unset)")
+        rspec["stage_gbps"] = stage * value
+    elif name == "overlap":
+        on = bool(value >= 0.5)
+        if cfg["algorithm"]["name"] == "allreduce_sgd" and cfg["algorithm"].get("overlap_backward", True) != on:
+            cfg["algorithm"]["overlap_backward"] = on  # (its default: on)
+        return cfg
+    else:
+        raise NotSwept(f"no simulator knob for {name!r}")
+    cfg["platform"], cfg["profile"] = pspec, rspec
+    return cfg
+
+
+def key(cfg: dict[str, Any]) -> str:
+    return json.dumps(cfg, sort_keys=True)
+
+
+def plan(claims: Iterable[dict[str, Any]], config: dict[str, Any], steps: int = STEPS,
+         epochs: int = EPOCHS) -> tuple[list[dict[str, Any]], dict[str, dict]]:
+    """(points, configs): one point per claim row x (nominal, each range's low and high end),
+    each with its sides' config keys (None: not swept, ``note`` says why) and the closed form's
+    ratio there; ``configs``: every distinct config to simulate, by key."""
+    points, configs = [], {}
+    for c, n, st in simulated_speed_rows(claims, config):
+        base = {"claim": c["id"], "experiment": c["experiment"], "nodes": n, "straggler": st}
+        if c["metric"] == "time_to_target_s":
+            points.append({**base, "parameter": "", "end": "", "keys": None, "note": TTA_NOT_SWEPT})
+            continue
+        ctl = wfclaims._control_setting(c, config, n, st) if c["compare"] == "ratio_vs_control" else None
+        fn = sensitivity.ratio_fn(c, config, n, st, ctl)
+        nominal = sensitivity.nominal_point(config, c["experiment"], n, st)
+        short = [short_config(config, s, steps, epochs) for s in sides(c, config, n, st)]
+        has_ar = any(s["algorithm"]["name"] == "allreduce_sgd" for s in short)
+        ends = [("", "nominal", math.nan, lambda p: p, list(short), "")]
+        for spec in sensitivity.RANGES:
+            make, low, high, _ = sensitivity._setter(spec, nominal) if nominal else (None, spec["low"], spec["high"], 0)
+            for end, v in (("low", low), ("high", high)):
+                try:
+                    if spec["name"] == "overlap" and not has_ar:
+                        raise NotSwept("no side all-reduces: the overlap moves neither side")
+                    cfgs = [perturb(s, spec["name"], v) for s in short]
+                    ends.append((spec["name"], end, v, make(v) if make else None, cfgs, ""))
+                except NotSwept as e:
+                    ends.append((spec["name"], end, v, None, None, f"not swept: {e}"))
+        labels = {s["name"]: s["label"] for s in sensitivity.RANGES}
+        for name, end, v, f, cfgs, note in ends:
+            keys = None if cfgs is None else [key(x) for x in cfgs]
+            configs.update({k: x for k, x in zip(keys or [], cfgs or [])})
+            points.append({**base, "parameter": name or "nominal", "label": labels.get(name, "nominal"), "end": end,
+                           "value": v, "keys": keys, "note": note,
+                           "closed_form_ratio": fn(f) if fn is not None and f is not None else math.nan})
+    return points, configs
+
+
+def epoch_time(out: str | os.PathLike) -> float:
+    """The simulated time of a finished short run's last epoch (over ranks, as the runs table
+    aggregates it: :func:`distrepro_wf.collect.read_run`)."""
+    from .collect import read_run  # noqa: PLC0415
+
+    _, tables = read_run(Path(out))
+    return float(tables.epochs["time/epoch_s"].iloc[-1])
+
+
+def simulate_all(configs: dict[str, dict[str, Any]], workdir: str | os.PathLike, log: str | os.PathLike,
+                 threads: int = 1, timeout_s: float = 600) -> tuple[dict[str, float], float]:
+    """({key: last epoch's simulated time}, CPU seconds of the simulations): every config one
+    child process (:func:`distrepro_wf.simbench.simulate`), ``threads`` at once (simulated times do
+    not depend on the load); a failed simulation raises, so no partial table is written."""
+    from .simbench import simulate  # noqa: PLC0415
+
+    cpu: list[float] = []
+
+    def one(item: tuple[int, tuple[str, dict[str, Any]]]) -> tuple[str, float]:
+        i, (k, cfg) = item
+        child, out = simulate(cfg, Path(workdir) / str(i), log, timeout_s=timeout_s)
+        cpu.append(child.cpu_s)
+        return k, epoch_time(out)
+
+    with ThreadPoolExecutor(max(1, int(threads))) as pool:
+        times = dict(pool.map(one, enumerate(configs.items())))
+    return times, sum(cpu)
+
+
+def table(points: list[dict[str, Any]], times: dict[str, float]) -> pd.DataFrame:
+    """The sweep's rows from the simulated time per epoch of every config key."""
+    rows = []
+    for p in points:
+        t = [times[k] for k in p["keys"]] if p.get("keys") else []
+        ratio = (t[0] / t[1] / (t[2] / t[3]) if len(t) == 4 else t[0] / t[1]) if t else math.nan
+        rows.append({**{k: p.get(k, math.nan) for k in COLUMNS if k in p and k != "keys"},
+                     "sim_a_s": t[0] if t else math.nan, "sim_b_s": t[1] if t else math.nan, "sim_ratio": ratio})
+    return pd.DataFrame(rows).reindex(columns=[c for c in COLUMNS if c not in ("closed_form_scaled", "verdict",
+                                                                             "closed_form_verdict", "agrees")])
+
+
+def judge(frame: pd.DataFrame, expects: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Verdicts of the sweep's rows: ``verdict`` (the claim's ``expect`` on ``sim_ratio``),
+    ``closed_form_scaled`` (the row's setting's nominal ``sim_ratio`` times ``closed_form_ratio /
+    closed_form_ratio at nominal``, as :mod:`distrepro_wf.sensitivity` scales), its verdict, and
+    ``agrees``; rows without a simulated ratio (not swept) get none."""
+    out = frame.copy()
+    for col in ("closed_form_scaled", "verdict", "closed_form_verdict", "agrees"):
+        out[col] = math.nan if col == "closed_form_scaled" else ""
+    for (claim, n, st), g in out.groupby(["claim", "nodes", "straggler"], sort=False):
+        nom = g[g["end"] == "nominal"]
+        if nom.empty:
+            continue
+        m0, r0 = float(nom["sim_ratio"].iloc[0]), float(nom["closed_form_ratio"].iloc[0])
+        expect = expects[claim]
+        for i, r in g.iterrows():
+            if not math.isfinite(r["sim_ratio"]):
+                continue
+            out.at[i, "verdict"] = wfclaims.verdict(r["sim_ratio"], r["sim_ratio"], expect)
+            if math.isfinite(r["closed_form_ratio"]) and math.isfinite(r0) and r0 > 0:
+                scaled = m0 * r["closed_form_ratio"] / r0
+                out.at[i, "closed_form_scaled"] = scaled
+                out.at[i, "closed_form_verdict"] = wfclaims.verdict(scaled, scaled, expect)
+                out.at[i, "agrees"] = "yes" if out.at[i, "closed_form_verdict"] == out.at[i, "verdict"] else "no"
+    return out[COLUMNS]

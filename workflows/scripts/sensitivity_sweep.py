@@ -1,0 +1,31 @@
+"""Snakemake script of rule ``sensitivity_sweep``: every simulated speed claim re-simulated at
+both ends of each declared range of :mod:`distrepro_wf.sensitivity`, against the closed form's
+verdict there (:mod:`distrepro_wf.sweep`; settings ``benchmarks.sensitivity_sweep``,
+:data:`distrepro_wf.simbench.DEFAULTS`).  Each distinct config is one short simulation (a child
+process); ``threads`` of them run at once (simulated times do not depend on the load)."""
+
+import logging
+import tempfile
+import time
+
+from distrepro_wf import published as wfpublished, simbench as sb, sweep
+
+sm = snakemake  # noqa: F821
+log = sm.log[0]
+logging.basicConfig(filename=log, filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")
+spec = sb.bench_spec("sensitivity_sweep", sm.params.spec)
+config = dict(sm.params.config)
+chosen = sweep.chosen(spec["claims"], wfpublished.load(config).claims)  # checked when the workflow was read, too
+points, configs = sweep.plan(chosen, config, int(spec["steps"]), int(spec["epochs"]))
+logging.info("%d points of %d claim rows, %d distinct simulations, %d at once", len(points),
+             len({(p["claim"], p["nodes"], p["straggler"]) for p in points}), len(configs), sm.threads)
+t0 = time.perf_counter()
+with tempfile.TemporaryDirectory() as tmp:
+    times, cpu_s = sweep.simulate_all(configs, tmp, log, sm.threads, float(spec["timeout_s"]))
+frame = sweep.judge(sweep.table(points, times), {c["id"]: c["expect"] for c in chosen})
+frame.to_csv(sm.output[0], index=False)
+swept = frame[frame["agrees"] != ""]
+logging.info("\ndone: %d simulations, %.0f s wall, %.0f CPU-s in the simulations; %d of %d swept points agree with "
+             "the closed form; those that do not:\n%s", len(configs), time.perf_counter() - t0, cpu_s,
+             (swept["agrees"] == "yes").sum(), len(swept),
+             swept[swept["agrees"] == "no"].drop(columns=["note", "label"]).to_string(index=False))

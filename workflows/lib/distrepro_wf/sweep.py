@@ -28,7 +28,10 @@ metric in :data:`~distrepro_wf.sensitivity.SPEED_METRICS`, at each of the claim'
      no all-reducing side is "not swept" (neither side moves, in the closed form either);
 
 3. simulates every distinct config once (the nominal point and ends that leave a side's config
-   unchanged share its simulation), and reads each run's last epoch's simulated time;
+   unchanged share its simulation), and reads each run's simulated time per epoch over the
+   whole run (its total over its epochs: an asynchronous side's shared epochs split their steps
+   unevenly between the first and the last, AD-PSGD at 16 nodes 4.68 s + 0.56 s, where the last
+   alone made a slower network look faster);
 4. :func:`judge`: the claim's statistic at each point (``a/b``; over the control's ``a/b`` for
    ``ratio_vs_control``), its verdict (the claim's ``expect`` on that point), the closed form's
    ratio at the same point and its verdict as :mod:`distrepro_wf.sensitivity` draws it (the
@@ -62,7 +65,7 @@ from . import config as wfconfig
 from . import sensitivity
 
 STEPS = 3  # steps per epoch of a short run
-EPOCHS = 2  # the last epoch is read (the first carries the start)
+EPOCHS = 2  # the whole run's time per epoch is read (both epochs: see the module docstring)
 TTA_NOT_SWEPT = ("not swept: a time to target is the steps to the target (a whole run's learning curve, which a "
                  "short run does not have; an asynchronous method's depends on timing) times the step time; the "
                  "step time is swept by the same experiment's per-epoch claims")
@@ -217,17 +220,17 @@ def plan(claims: Iterable[dict[str, Any]], config: dict[str, Any], steps: int = 
 
 
 def epoch_time(out: str | os.PathLike) -> float:
-    """The simulated time of a finished short run's last epoch (over ranks, as the runs table
-    aggregates it: :func:`distrepro_wf.collect.read_run`)."""
+    """The simulated time per epoch of a finished short run, over all its epochs (each over
+    ranks, as the runs table aggregates it: :func:`distrepro_wf.collect.read_run`)."""
     from .collect import read_run  # noqa: PLC0415
 
     _, tables = read_run(Path(out))
-    return float(tables.epochs["time/epoch_s"].iloc[-1])
+    return float(tables.epochs["time/epoch_s"].mean())
 
 
 def simulate_all(configs: dict[str, dict[str, Any]], workdir: str | os.PathLike, log: str | os.PathLike,
                  threads: int = 1, timeout_s: float = 600) -> tuple[dict[str, float], float]:
-    """({key: last epoch's simulated time}, CPU seconds of the simulations): every config one
+    """({key: simulated time per epoch}, CPU seconds of the simulations): every config one
     child process (:func:`distrepro_wf.simbench.simulate`), ``threads`` at once (simulated times do
     not depend on the load); a failed simulation raises, so no partial table is written."""
     from .simbench import simulate  # noqa: PLC0415

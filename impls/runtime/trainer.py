@@ -16,6 +16,7 @@ the straggler model, timing, metrics, evaluation, checkpoints and resume.  The a
 ``server.py``      a server rank's loop (parameter servers): records, divergence, checkpoint
 ``steps.py``       the step schedules: which steps a worker takes, and the epoch-end policy
 ``agreement.py``   the runtime's own agreement across ranks (notes, a common value, divergence)
+``precision.py``   mixed precision (autocast, fp16's loss scaler), for every method
 ``loop.py``        the training step and its parts, shared with the benchmarks
 =================  ======================================================================
 """

@@ -6,7 +6,8 @@ algorithm registry's decorator, :mod:`impls.algorithms`) under its file name; th
 config value ``algorithm.name`` selects it, and variants (1-peer vs 2-peer SGP, the
 parameter-server update rules, ...) are config values, never subclasses.
 
-How the runtime drives an algorithm (``impls.runtime.trainer``), per rank::
+How the runtime drives an algorithm (``impls.runtime``: the skeleton ``trainer``, the loops
+``worker`` and ``server``), per rank::
 
     algo = Algorithm(cfg, ctx)           # ctx: rank, world, communicator, optimizer config
     algo.setup(model)                    # 1. make replicas consistent, allocate buffers
@@ -44,7 +45,7 @@ Which step each family overrides:
   the algorithm talks to peers; ``computing`` holds the lock that makes the pairwise
   average atomic, and ``close`` drains the thread.  No method may add a global
   barrier inside ``step``.  Such a class sets ``step_schedule = "shared_epochs"``
-  (:mod:`impls.runtime.steps`), which changes three things in the runtime:
+  (:mod:`impls.runtime.steps`), whose epoch-end policy changes three things in the runtime:
 
   - epochs are shared: epoch ``e`` ends when the workers *together* have taken
     ``(e + 1) * steps_per_epoch * world`` steps (an atomic counter in the process

@@ -19,7 +19,7 @@ import torch
 
 from conftest import RunResult, launch, make_config
 
-from impls.runtime.trainer import FAULT_ENV
+from impls.runtime.worker import FAULT_ENV
 
 pytestmark = pytest.mark.spawn
 

@@ -5,7 +5,11 @@
 * ``impls/`` (the library) never imports ``workflows/`` (``distrepro_wf``);
 * no registered backend name (``impls.backends.BACKENDS``: ``torch``, ``simgrid``) is
   compared (``==``, ``!=``, ``in``) outside ``impls/backends/``: callers ask the backend's
-  spec (``backend_of(value)``, ``is_simulated(value)``, ``backend.spec``) instead.
+  spec (``backend_of(value)``, ``is_simulated(value)``, ``backend.spec``) instead;
+* the runtime's loops (``impls/runtime/``) branch on no step-schedule capability flag
+  (``barrier_free``, ``per_epoch_collectives``, or any boolean a schedule class declares):
+  the schedule owns its epoch-end policy (``impls.runtime.steps``), and no function of the
+  run's modules is longer than one screen (60 lines).
 
 Each check also runs on a planted violation, so a check that cannot fail fails here.
 """
@@ -189,3 +193,65 @@ def test_no_backend_name_compared_outside_the_backend_package():
     assert offenders == {}, "ask the backend's spec (impls.backends.backend_of / is_simulated) instead"
     planted = "if cfg.get('backend') == 'simgrid': pass\nok = b != 'torch'\nx = k in ('simgrid', 'x')\ny = k == 'x'\n"
     assert [h.split(":")[0] for h in _name_comparisons(ast.parse(planted), names)] == ["1", "2", "3"]
+
+
+RUNTIME = ROOT / "impls" / "runtime"
+#: the run's modules: the skeleton, what its loops share, and the loops themselves
+RUN_MODULES = ("trainer", "context", "agreement", "checkpoint", "worker", "server", "steps")
+MAX_FUNCTION_LINES = 60
+
+
+def schedule_flags() -> set[str]:
+    """The capability flags the runtime once branched on, and any boolean a schedule declares."""
+    from impls.runtime.steps import STEP_SCHEDULES, StepSchedule
+
+    classes = [StepSchedule, *(STEP_SCHEDULES.get(n) for n in STEP_SCHEDULES.names())]
+    assert len(classes) >= 3, "the step schedules are registered"
+    declared = {k for c in classes for k, v in vars(c).items() if isinstance(v, bool)}
+    return {"barrier_free", "per_epoch_collectives", *declared}
+
+
+def _flag_branches(tree: ast.AST, flags: set[str]) -> list[str]:
+    """``line: test`` of every ``if`` / ``while`` / conditional expression / comprehension
+    filter whose test names a flag (a variable, or an attribute: ``schedule.per_epoch_collectives``),
+    and every read of a flag as an attribute (passing it on is deciding by it elsewhere)."""
+    def names(e: ast.AST) -> set[str]:
+        return {n.id for n in ast.walk(e) if isinstance(n, ast.Name)} | \
+            {n.attr for n in ast.walk(e) if isinstance(n, ast.Attribute)}
+
+    tests = [n.test for n in ast.walk(tree) if isinstance(n, (ast.If, ast.While, ast.IfExp))]
+    tests += [c for n in ast.walk(tree) if isinstance(n, ast.comprehension) for c in n.ifs]
+    hits = {f"{t.lineno}: {ast.unparse(t)}" for t in tests if names(t) & flags}
+    hits |= {f"{n.lineno}: {ast.unparse(n)}" for n in ast.walk(tree)
+             if isinstance(n, ast.Attribute) and n.attr in flags and isinstance(n.ctx, ast.Load)}
+    return sorted(hits, key=lambda h: int(h.split(":")[0]))
+
+
+def test_the_runtime_loops_branch_on_no_schedule_capability():
+    flags = schedule_flags()
+    files = sorted(p for p in RUNTIME.glob("*.py") if p.stem != "steps")  # steps.py: where the policy lives
+    assert {"trainer", "worker", "server", "checkpoint"} <= {p.stem for p in files}
+    offenders = {p.name: hits for p in files if (hits := _flag_branches(ast.parse(p.read_text()), flags))}
+    assert offenders == {}, "ask the step schedule's epoch-end policy (impls.runtime.steps) instead"
+    planted = ("barrier_free = not schedule.per_epoch_collectives\n"
+               "if barrier_free and last:\n    close()\n"
+               "x = 1 if per_epoch_collectives else 2\n"
+               "while not barrier_free:\n    pass\n"
+               "ys = [e for e in es if e.per_epoch_collectives]\n"
+               "if schedule.agrees_at_end(epoch, epochs):\n    check()\n")
+    lines = [h.split(":")[0] for h in _flag_branches(ast.parse(planted), flags)]
+    assert lines == ["1", "2", "4", "5", "7"]  # not 8: asking the schedule's policy is the way
+
+
+def _long_functions(tree: ast.AST, limit: int) -> list[str]:
+    return [f"{n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_every_function_of_the_run_reads_at_once():
+    """The run's skeleton, checkpoint, worker and server loops: no function over 60 lines."""
+    offenders = {m: hits for m in RUN_MODULES
+                 if (hits := _long_functions(ast.parse((RUNTIME / f"{m}.py").read_text()), MAX_FUNCTION_LINES))}
+    assert offenders == {}
+    planted = "def short():\n    pass\n\n\ndef long():\n" + "    x = 1\n" * MAX_FUNCTION_LINES
+    assert _long_functions(ast.parse(planted), MAX_FUNCTION_LINES) == [f"long ({MAX_FUNCTION_LINES + 1} lines)"]

@@ -16,7 +16,7 @@ import pytest
 from conftest import make_config
 
 from distrepro_wf.collect import network, read_run, summarize, to_target
-from impls.runtime.trainer import eval_marks
+from impls.runtime.worker import eval_marks
 from impls.sim.engine import simulate
 
 SPE = 4  # steps per epoch of the synthetic run

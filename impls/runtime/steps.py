@@ -2,17 +2,29 @@
 
 An algorithm names its schedule (``Algorithm.step_schedule``); the runtime builds it
 from this registry.  A schedule yields ``(step, fractional epoch, batch)`` for each
-step of an epoch and says how the runtime may synchronise around it:
+step of an epoch, and owns the **epoch-end policy**: what the runtime may do where an
+epoch ends, which only the schedule knows (whether the workers end it together).  The
+runtime's loops (:mod:`impls.runtime.worker`, :mod:`impls.runtime.server`) ask it and
+branch on no capability of their own:
+
+=====================  =========================================  ==========================================
+policy                 ``local_epochs``                           ``shared_epochs``
+=====================  =========================================  ==========================================
+``agrees_at_end``      every epoch: consensus distance and the    the last epoch only (after the drain):
+                       divergence check (collectives) each epoch  consensus and divergence once
+``agrees_on_skips``    yes: fp16's overflow skip is one counted   no: each worker skips alone (a skipped
+                       all-reduce per step, all skip or none      step is a step it did not take)
+``drain``              nothing (the algorithm is closed after     the last epoch: the algorithm is closed
+                       the last checkpoint)                       *before* its evaluation and checkpoint
+=====================  =========================================  ==========================================
 
 * ``local_epochs`` (synchronous methods, the default): every worker takes the same
-  ``steps_per_epoch`` steps of each epoch; the runtime may run per-epoch collectives
-  (consensus distance, the divergence check) and evaluates after every epoch.
+  ``steps_per_epoch`` steps of each epoch and evaluates after every epoch.
 * ``shared_epochs`` (asynchronous methods, AD-PSGD): epoch ``e`` ends when the workers
   *together* have taken ``(e + 1) * steps_per_epoch * workers`` steps (Lian et al. 2018:
   an epoch is one pass over the data by all workers, so fast workers take more of its
-  steps).  No collective may run during training: the consensus distance and the
-  divergence check run once, after the last epoch, and the algorithm is closed (its
-  in-flight exchanges drained) *before* that final evaluation and checkpoint.
+  steps).  No collective may run during training, hence the policy above: the in-flight
+  exchanges are drained before the final evaluation, which then sees the drained models.
 
 Room is left for the parameter-server schedules (bounded staleness, token order): a
 schedule is one class here and one name.
@@ -20,7 +32,7 @@ schedule is one class here and one name.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterator
+from typing import Any, Iterator
 
 from torch.utils.data import Dataset
 
@@ -32,18 +44,43 @@ STEP_SCHEDULES: Registry = Registry("step schedule", "algorithm.step_schedule")
 
 
 class StepSchedule:
-    #: the runtime may run collectives between epochs (all workers end each epoch together)
-    per_epoch_collectives: ClassVar[bool] = True
+    """A worker's steps and the epoch-end policy (module docstring).  The defaults are the
+    synchronous policy: every rank ends every epoch together."""
 
     def __init__(self, backend, key: str, ds: Dataset, sampler: GlobalBatchSampler, steps_per_epoch: int,
                  world: int, start_epoch: int, workers: int, device):
         self.backend, self.key, self.ds, self.sampler = backend, key, ds, sampler
         self.spe, self.world = steps_per_epoch, world
         self.start, self.workers, self.device = start_epoch, workers, device
+        self.closed = False  # the algorithm has been closed (drained) through this schedule
 
     def steps(self, epoch: int) -> Iterator[tuple[int, float, Any]]:
         """``(step, fractional epoch, batch)`` of this worker's share of ``epoch``."""
         raise NotImplementedError
+
+    @classmethod
+    def agrees_at_end(cls, epoch: int, epochs: int) -> bool:
+        """Whether every rank (server ranks too) reaches the end of ``epoch`` (of ``epochs``)
+        together, so that the runtime may run its collectives there: the consensus distance
+        and the divergence check.  A class method: server ranks ask it without steps."""
+        return True
+
+    @classmethod
+    def agrees_on_skips(cls) -> bool:
+        """Whether fp16's overflow skip is agreed across the workers each step (one all-reduce
+        of a flag, :class:`impls.runtime.precision.MixedPrecision`'s ``agree``)."""
+        return True
+
+    def drain(self, epoch: int, epochs: int, algo) -> None:
+        """After ``epoch``'s last step, before its evaluation and checkpoint: close the
+        algorithm here if that evaluation must see it drained."""
+
+    def close(self, algo) -> None:
+        """Close the algorithm (``Algorithm.close``) unless :meth:`drain` already has: at the
+        run's end, or when every rank leaves a diverged run."""
+        if not self.closed:
+            algo.close()
+            self.closed = True
 
 
 @STEP_SCHEDULES.register("local_epochs")
@@ -73,8 +110,6 @@ class SharedEpochs(StepSchedule):
     be unique per run in the process group.
     """
 
-    per_epoch_collectives = False
-
     def __init__(self, *args: Any):
         super().__init__(*args)
         self.S = self.spe * self.world
@@ -88,6 +123,21 @@ class SharedEpochs(StepSchedule):
             self.sampler.set_epoch(p)
             yield from batches(self.ds, self.sampler, self.workers, self.device)
             p += 1
+
+    @classmethod
+    def agrees_at_end(cls, epoch: int, epochs: int) -> bool:
+        """Only after the last epoch (no collective may run while any worker trains)."""
+        return epoch == epochs - 1
+
+    @classmethod
+    def agrees_on_skips(cls) -> bool:
+        """Never: a worker's skipped step is a step it did not take."""
+        return False
+
+    def drain(self, epoch: int, epochs: int, algo) -> None:
+        """In the last epoch: drain the in-flight exchanges before the final evaluation."""
+        if epoch == epochs - 1:
+            self.close(algo)
 
     def _claim(self) -> int:
         return self.backend.counter_add(self.key, 1)

@@ -58,6 +58,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from impls.backends import is_simulated
 from impls.errors import ConfigError
 
 from . import claims as wfclaims
@@ -103,7 +104,7 @@ def simulated_speed_rows(claims: Iterable[dict[str, Any]], config: dict[str, Any
     out = []
     for c in claims:
         exp = (config.get("experiments") or {}).get(c["experiment"])
-        if not exp or exp.get("backend") != "simgrid" or c["metric"] not in sensitivity.SPEED_METRICS:
+        if not exp or not is_simulated(exp.get("backend")) or c["metric"] not in sensitivity.SPEED_METRICS:
             continue
         out += [(c, n, st) for n, st in wfclaims._settings(c, wfclaims._grid(config, c["experiment"]))]
     return out

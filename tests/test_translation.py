@@ -15,7 +15,7 @@ import torch
 # fairseq is a required dependency (scripts/setup.sh installs fairseq-fixed): where it is
 # missing these tests fail at collection, never skip (tests/test_faults_numerics.py)
 import fairseq  # noqa: F401
-from conftest import make_config
+from conftest import ROOT, make_config
 from impls.data.synth_parallel import SyntheticLanguagePair, generate
 
 SPLITS = {"train": 400, "valid": 40, "test": 20}
@@ -182,6 +182,13 @@ def test_corpus_config_errors_name_the_key(tmp_path):
     runs = [{"workload": {"task": {"name": "translation", "data": wt.data_bin("synth_ende")}}},
             {"workload": {"dataset": {"name": "digits"}}}]
     assert wt.data_inputs(runs) == [f"{wt.data_bin('synth_ende')}/{wt.MARKER}"]
+    # the generic train rule asks the registered data preparers, and names no task itself
+    from distrepro_wf import dataprep
+
+    assert dataprep.PREPARERS["translation"] is wt.corpus_marker
+    assert dataprep.inputs(runs) == wt.data_inputs(runs) and dataprep.inputs(runs[1:]) == []
+    train_rule = (ROOT / "workflows" / "rules" / "train.smk").read_text()
+    assert "dataprep.inputs(" in train_rule and "wftranslation" not in train_rule
 
 
 # ------------------------------------------------------------------ every method on the task

@@ -15,11 +15,14 @@
 # the command line (--set-resources train:mem_mb=64000).  Aggregation and report rules
 # run on the submitting machine (localrules, Snakefile).
 
+from distrepro_wf import dataprep
+
 
 rule train:
     input:
-        # data the group's workloads need made first (translation: fairseq-preprocess, translation.smk)
-        lambda wc: wftranslation.data_inputs(group_members(wc).values()),
+        # data the group's runs need made first: whatever a data rule registered (distrepro_wf.dataprep;
+        # e.g. translation.smk's fairseq-preprocess)
+        lambda wc: dataprep.inputs(group_members(wc).values()),
     output:
         LAUNCH,
     log:

@@ -23,6 +23,8 @@ from typing import Any, Iterable
 
 from impls.errors import ConfigError
 
+from . import dataprep
+
 ROOT = "results/data/translation"
 MARKER = "corpus.json"
 SYNTHETIC = {"kind": "synthetic", "seed": 0, "train": 5000, "valid": 300, "test": 300, "vocab": 30,
@@ -73,16 +75,18 @@ def corpus_of(data: str) -> str | None:
     return None
 
 
+@dataprep.preparer("translation")
+def corpus_marker(raw: dict[str, Any]) -> list[str]:
+    """The marker of the corpus a run (resolved run config) trains on, if a rule of this
+    pipeline makes it (``translation_data``), so that ``fairseq-preprocess`` runs first."""
+    task = (raw.get("workload") or {}).get("task") or {}
+    corpus = corpus_of(task.get("data", "")) if task.get("name") == "translation" else None
+    return [] if corpus is None else [f"{data_bin(corpus)}/{MARKER}"]
+
+
 def data_inputs(raws: Iterable[dict[str, Any]]) -> list[str]:
-    """The corpus markers the runs ``raws`` (resolved run configs) train on: the train
-    rule's inputs, so that ``fairseq-preprocess`` runs first."""
-    out = set()
-    for raw in raws:
-        task = (raw.get("workload") or {}).get("task") or {}
-        corpus = corpus_of(task.get("data", "")) if task.get("name") == "translation" else None
-        if corpus is not None:
-            out.add(f"{data_bin(corpus)}/{MARKER}")
-    return sorted(out)
+    """The corpus markers the runs ``raws`` train on (:func:`corpus_marker` of each)."""
+    return sorted({f for raw in raws for f in corpus_marker(raw)})
 
 
 def check_translation_data(config: dict[str, Any]) -> None:

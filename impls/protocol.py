@@ -67,7 +67,7 @@ raises :class:`~impls.errors.ConfigError`, but must not communicate: the workflo
 constructs every algorithm at every configured node count while it validates the
 config, so such errors stop the pipeline before any job runs.
 
-Communication goes through ``ctx.comm`` (:class:`impls.comm.Communicator`) so bytes and
+Communication goes through ``ctx.comm`` (:class:`impls.comm.communicator.Communicator`) so bytes and
 waiting time are accounted the same way for every method.
 """
 
@@ -80,7 +80,7 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping
 import torch
 from torch import nn
 
-from .comm import Communicator
+from .comm.communicator import Communicator
 from .optim import LocalOptimizer, build_optimizer
 
 
@@ -189,7 +189,7 @@ class Algorithm:
         Default: the model's gradients as they are now; an algorithm that has already mixed
         them with other ranks' (``allreduce_sgd``'s ``overlap_backward``) reports what it
         checked before sending."""
-        from .flat import nonfinite_grad
+        from .comm.flat import nonfinite_grad
 
         return nonfinite_grad([(n, p.grad) for n, p in self.model.named_parameters()])
 

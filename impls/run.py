@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         run_one = getattr(mod, "run_one", None) or importlib.import_module(f"{entry}.__main__").run_one
         run_one(args.config, args.out, args.checkpoint_dir, args.calibration)
         return
-    from .procs import die_with_parent
+    from .runtime.procs import die_with_parent
     from .runtime.trainer import run_plan
 
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a rank under torchrun: never outlive its agent

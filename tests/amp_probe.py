@@ -28,7 +28,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from impls.algorithms import algorithm_config  # noqa: E402
 from impls.backends.sim import SimBackend  # noqa: E402
-from impls.comm import Communicator  # noqa: E402
+from impls.comm.communicator import Communicator  # noqa: E402
 from impls.optim import optimizer_config  # noqa: E402
 from impls.protocol import Context, StepContext  # noqa: E402
 from impls.runtime.precision import LossScaleConfig, MixedPrecision  # noqa: E402
@@ -67,7 +67,7 @@ def main(rank, world):
 
 def runtime_steps(b, rank, overlap):
     from impls.runtime.loop import train_step
-    from impls.straggler import StragglerModel, straggler_config
+    from impls.runtime.straggler import StragglerModel, straggler_config
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))

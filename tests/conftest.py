@@ -55,7 +55,7 @@ def launch(configs: list[dict[str, Any]], tmp: Path, env: dict[str, str] | None 
     """Run ``configs`` (same world size) in one real torchrun launch; return their results.
 
     The world is the workers (``nodes``) plus the algorithm's other roles (a parameter server)."""
-    from impls.runconfig import world_size
+    from impls.config.runconfig import world_size
 
     nodes = configs[0]["nodes"]
     world = world_size(configs[0])

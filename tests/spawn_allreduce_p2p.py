@@ -1,5 +1,5 @@
 """Run under torchrun (4 ranks) by tests/test_allreduce_algorithms.py: every algorithm of
-impls.allreduce on real gloo ranks, on groups of 2, 3 and 4 ranks, against gloo's own
+impls.comm.allreduce on real gloo ranks, on groups of 2, 3 and 4 ranks, against gloo's own
 all_reduce of the same tensor; writes what each rank saw."""
 
 import json
@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from impls.allreduce import ALGORITHMS, all_reduce
+from impls.comm.allreduce import ALGORITHMS, all_reduce
 from impls.backends import current_backend
 
 

@@ -7,7 +7,7 @@ import sys
 import torch
 
 from impls.backends import current_backend
-from impls.comm import Communicator
+from impls.comm.communicator import Communicator
 
 
 def main(out: str) -> None:

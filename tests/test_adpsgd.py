@@ -21,7 +21,7 @@ from impls.algorithms import algorithm_config
 from impls.data import build_dataset
 from impls.errors import ConfigError
 from impls.models import build_model
-from impls.provenance import config_hash
+from impls.runtime.provenance import config_hash
 
 pytestmark = pytest.mark.spawn
 

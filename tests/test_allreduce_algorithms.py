@@ -1,6 +1,6 @@
-"""impls.allreduce: every all-reduce algorithm built from point-to-point messages sums
+"""impls.comm.allreduce: every all-reduce algorithm built from point-to-point messages sums
 exactly, on simulated ranks (SimGrid actors) and on real gloo ranks, and on the simulated
-star network its time is the alpha-beta prediction of impls.costmodel.
+star network its time is the alpha-beta prediction of impls.comm.costmodel.
 
 Simulations run in a forked child of the test process (SimGrid's engine runs once per
 process; forking skips the ~3 s of importing torch again)."""
@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from impls.allreduce import (ALGORITHMS, DUPLEX, all_reduce, binomial_broadcast_steps, binomial_reduce_steps, fold,
+from impls.comm.allreduce import (ALGORITHMS, DUPLEX, all_reduce, binomial_broadcast_steps, binomial_reduce_steps, fold,
                              ring_steps)
 from impls.backends import Backend
-from impls.costmodel import allreduce_cost, alpha_beta_seconds, collective_cost
+from impls.comm.costmodel import allreduce_cost, alpha_beta_seconds, collective_cost
 from impls.sim.platforms import alpha_beta, platform_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +111,7 @@ def test_simulated_ranks_sum_exactly(simulated, algorithm):
 
 @pytest.mark.parametrize("n", range(1, 10))
 def test_the_shared_schedules_deliver_every_contribution(n):
-    """The schedules both executors run (impls.allreduce's functions and the simulated backend's
+    """The schedules both executors run (impls.comm.allreduce's functions and the simulated backend's
     collectives), played on sets of contributions: every rank ends with every rank's part."""
     held = [[{r} for _ in range(n)] for r in range(n)]  # held[rank][chunk]: whose values it holds
     plans = [ring_steps(n, r) for r in range(n)]
@@ -162,7 +162,7 @@ def test_cost_model_bytes_and_steps():
 
 
 def _simulate_times(platform: str) -> list:
-    from impls.allreduce_bench import sim_times
+    from impls.bench.allreduce import sim_times
 
     return sim_times(platform_config({"name": platform}), [2, 4, 8], [1e3, 1e6, 1e8])
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from distrepro_wf import arstudy
-from impls.allreduce import ALGORITHMS, DUPLEX
-from impls.costmodel import allreduce_cost, alpha_beta_seconds
+from impls.comm.allreduce import ALGORITHMS, DUPLEX
+from impls.comm.costmodel import allreduce_cost, alpha_beta_seconds
 from impls.errors import ConfigError
 from impls.sim.platforms import alpha_beta, platform_config
 

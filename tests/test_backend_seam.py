@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from impls.backends import BACKENDS, Backend, Clock, backend_of, is_simulated, run_values
-from impls.costmodel import collective_cost
+from impls.comm.costmodel import collective_cost
 from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def test_adpsgd_waits_on_the_run_clock_and_asks_the_seam_for_its_group():
     simulated platform), not of the machine's clock; its any-source group comes from the
     backend through the Communicator, not from swapping the communicator's backend by hand."""
     from impls.algorithms import algorithm_config
-    from impls.comm import Communicator
+    from impls.comm.communicator import Communicator
     from impls.optim import optimizer_config
     from impls.protocol import Context
 

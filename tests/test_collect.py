@@ -1,6 +1,6 @@
 """Collection and run bookkeeping on hand-written run directories (no launch, no Snakemake).
 
-Runs are written in the real formats: metrics through ``impls.metrics.MetricsWriter``,
+Runs are written in the real formats: metrics through ``impls.runtime.metrics.MetricsWriter``,
 outcomes through ``distrepro_wf.runs.ok_outcome``, the layout of ``distrepro_wf.runs``.
 Values are binary fractions, so aggregates are asserted exactly.
 """
@@ -22,7 +22,7 @@ from conftest import make_config
 
 from distrepro_wf import runs, session
 from distrepro_wf.collect import KEYS, collect, failure_summary, summarize, write_atomic
-from impls.metrics import MetricsWriter
+from impls.runtime.metrics import MetricsWriter
 from impls.runtime import trainer
 
 STEPS = 4  # steps per epoch (runinfo.json)

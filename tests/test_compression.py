@@ -357,7 +357,7 @@ def test_compressed_sgd_runs_allreduce_sgds_own_setup(monkeypatch):
     (none: compression needs the whole gradient, see its docstring)."""
     from impls.algorithms.allreduce_sgd import AllreduceSGD
     from impls.backends import Backend, Clock
-    from impls.comm import Communicator
+    from impls.comm.communicator import Communicator
     from impls.optim import SGDConfig
     from impls.protocol import Context
 

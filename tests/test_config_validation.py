@@ -8,7 +8,7 @@ import yaml
 
 from distrepro_wf.config import expand, run_config, validate
 from impls.errors import ConfigError
-from impls.runconfig import resolve
+from impls.config.runconfig import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 

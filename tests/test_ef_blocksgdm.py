@@ -133,7 +133,7 @@ def test_blockwise_scale_is_the_mean_abs_of_each_block():
         from impls.algorithms import algorithm_config
 
         algorithm_config({"name": "ef_blocksgdm", "block": "size"})
-    from impls.runconfig import resolve
+    from impls.config.runconfig import resolve
 
     with pytest.raises(Exception, match="accepts the optimizer"):  # it owns the update: sgd's momentum only
         resolve(make_config("ef_blocksgdm", 2, workload={"optimizer": {"name": "adam"}}))

@@ -18,7 +18,7 @@ import yaml
 from distrepro_wf.config import expand, run_config, validate
 from impls.errors import ConfigError
 from impls.protocol import Context
-from impls.runconfig import resolve
+from impls.config.runconfig import resolve
 
 from datafiles import write_cifar10, write_imagefolder
 

@@ -21,7 +21,7 @@ import sim_server
 from conftest import make_config
 from impls.data.sampler import GlobalBatchSampler
 from impls.errors import ConfigError
-from impls.runconfig import WorkloadConfig, resolve
+from impls.config.runconfig import WorkloadConfig, resolve
 from impls.runtime.trainer import train
 from impls.tasks import build_task
 

@@ -166,7 +166,7 @@ def test_job_resources(worlds, launcher, expected):
 def test_placement_reads_torchrun_and_slurm(monkeypatch):
     """The rank map in provenance.json: torchrun's node and local rank, Slurm's job, step, task and node."""
     from impls.backends import Backend
-    from impls.provenance import placement, rank_map
+    from impls.runtime.provenance import placement, rank_map
 
     for var in ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NODEID", "SLURM_NNODES",
                 "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "CUDA_VISIBLE_DEVICES"):
@@ -239,7 +239,7 @@ def test_one_builder_spells_every_torchrun_command():
     assert run_command(3, "c.json", "o", python="py") == [
         "py", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3", "-m", "impls.run",
         "--config", "c.json", "--out", "o"]
-    assert standalone(2, "-m", "impls.bench", "--steps", 5, python="py")[-2:] == ["--steps", "5"]
+    assert standalone(2, "-m", "impls.bench.ddp", "--steps", 5, python="py")[-2:] == ["--steps", "5"]
     spelled = sorted(str(p.relative_to(ROOT)) for d in ("impls", "workflows", "scripts")
                      for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".smk", ".sh")
                      and "torch.distributed.run" in p.read_text() and p.name != "launch.py")

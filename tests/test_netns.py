@@ -62,7 +62,7 @@ def test_star_platform_needs_bandwidth_and_latency():
 
 def test_real_ranks_take_only_a_fixed_profile():
     from impls.errors import ConfigError
-    from impls.runconfig import resolve
+    from impls.config.runconfig import resolve
 
     resolve(make_config("allreduce_sgd", 2, backend="gloo", profile={"name": "fixed", "step_ms": 20}))
     for bad in ("measured", {"name": "fixed", "step_ms": 20, "model_mb": 100}, "resnet50_v100x8"):

@@ -13,7 +13,7 @@ import torch
 
 from impls.errors import ConfigError
 from impls.optim import build_optimizer, optimizer_config
-from impls.schedules import schedule_config
+from impls.optim.schedules import schedule_config
 
 STEPS = 6
 

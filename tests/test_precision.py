@@ -14,7 +14,7 @@ import torch
 
 from conftest import make_config
 from impls.errors import ConfigError
-from impls.runconfig import resolve
+from impls.config.runconfig import resolve
 from impls.runtime.trainer import _seed_all, train
 from impls.tasks import build_task
 

@@ -42,7 +42,7 @@ def diff(a: dict, b: dict) -> float:
 
 
 def test_shards_are_equal_ranges_of_the_flat_parameters():
-    from impls.ps import shard_bounds
+    from impls.families.ps import shard_bounds
 
     assert shard_bounds(10, 1) == [(0, 10)]
     assert shard_bounds(10, 3) == [(0, 3), (3, 7), (7, 10)]
@@ -222,7 +222,7 @@ def test_collect_reads_the_servers_push_records_and_plots_their_histogram(tmp_pa
     from distrepro_wf import runs
     from distrepro_wf.collect import collect, staleness_table
     from distrepro_wf.plots import staleness as staleness_plot
-    from impls.metrics import MetricsWriter
+    from impls.runtime.metrics import MetricsWriter
 
     run_dir = write_run(tmp_path, 1)
     run = run_dir / "run"

@@ -1,5 +1,5 @@
 """One server base: every method whose roles include a server derives from
-:class:`impls.ps.ServerBase`, and the base's one checkpoint form restores a server's state
+:class:`impls.families.ps.ServerBase`, and the base's one checkpoint form restores a server's state
 (its parameters, version, optimizer momentum, compressor memory) and a worker's, for each
 server method, in one process (a server rank alone: its set-up broadcast has no peer)."""
 
@@ -13,10 +13,10 @@ from torch import nn
 
 from conftest import make_config
 from impls.algorithms import algorithm_config, load_all
-from impls.comm import Communicator
+from impls.comm.communicator import Communicator
 from impls.protocol import Context
-from impls.ps import ServerBase
-from impls.runconfig import resolve
+from impls.families.ps import ServerBase
+from impls.config.runconfig import resolve
 
 W = 2
 OPT = {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-4}

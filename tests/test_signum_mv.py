@@ -25,10 +25,10 @@ from impls.backends import Clock
 from impls.algorithms.signum_mv import SignumMV, SignumMVConfig, byzantine, majority_vote
 from impls.compression import build, pack_bits, unpack_bits
 from impls.errors import ConfigError
-from impls.flat import flat_params
+from impls.comm.flat import flat_params
 from impls.optim import SGDConfig
 from impls.protocol import Context, StepContext
-from impls.runconfig import resolve
+from impls.config.runconfig import resolve
 from test_sim_runs import sim_config, simulate
 
 F32 = 4

@@ -103,7 +103,7 @@ def test_deadlock_names_the_blocked_rank():
 
 def test_bad_platform_and_profile_input():
     from conftest import make_config
-    from impls.runconfig import resolve
+    from impls.config.runconfig import resolve
     from impls.sim.engine import check_sim_config
 
     with pytest.raises(ConfigError, match=r"platform\.name.*allowed values: ethernet_10g"):

@@ -33,7 +33,7 @@ def test_merged_and_run_config():
     assert cfg["algorithm"] == simbench.SGP_1PEER and cfg["algorithm"] is not simbench.SGP_1PEER
     assert (cfg["backend"], cfg["platform"], cfg["profile"], cfg["nodes"], cfg["method"]) == (
         "simgrid", "ethernet_10g", "fixed", 4, "sgp")
-    from impls.runconfig import resolve
+    from impls.config.runconfig import resolve
 
     resolve({**cfg, "profile": {"name": "fixed", "step_ms": 5}})  # a valid run config
 
@@ -152,8 +152,8 @@ def test_children_collective_simulation_and_timeout(tmp_path):
 def test_gossip_spectral_gap_is_computed_once_per_process(monkeypatch):
     """Every rank of a simulation builds its gossip graph in one process: the O(n^3) spectral
     gap is computed once per (topology, world size), and is the same number."""
-    from impls import gossip
-    from impls.topology import period_spectral_gap
+    from impls.families import gossip
+    from impls.comm.topology import period_spectral_gap
 
     calls = []
     monkeypatch.setattr(gossip, "period_spectral_gap", lambda g: calls.append(g.world) or period_spectral_gap(g))

@@ -14,7 +14,7 @@ import pytest
 from distrepro_wf import published as wfpublished
 from distrepro_wf import sensitivity, simbench, sweep
 from distrepro_wf.yamlio import load_yaml
-from impls.runconfig import resolve
+from impls.config.runconfig import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 EXPECT_LT1 = {"op": "<", "value": 1.0, "tolerance": 0.0}

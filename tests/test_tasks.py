@@ -11,7 +11,7 @@ import torch
 
 from conftest import make_config
 from impls.errors import ConfigError
-from impls.runconfig import WorkloadConfig
+from impls.config.runconfig import WorkloadConfig
 from impls.tasks import build_task
 
 QUAD = {"name": "finite_sum", "problem": "quadratic", "n": 512, "dim": 10, "condition": 5.0, "spread": 0.3}

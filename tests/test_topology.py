@@ -9,7 +9,7 @@ from impls.algorithms import algorithm_config
 from impls.errors import ConfigError
 from impls.optim import SGDConfig
 from impls.protocol import Context
-from impls.topology import TOPOLOGIES, build_topology, period_spectral_gap, spectral_gap
+from impls.comm.topology import TOPOLOGIES, build_topology, period_spectral_gap, spectral_gap
 
 SPECS = [
     ("complete", {}), ("ring", {}), ("exponential", {"peers": 1}), ("exponential", {"peers": 2}),
@@ -172,7 +172,7 @@ def test_d2_needs_a_fixed_graph_and_plain_sgd():
         _algo({"name": "d2", "topology": "bipartite_exponential"}, world=4)
     _algo({"name": "d2", "topology": "bipartite_exponential"}, world=2)  # one pairing: fixed
     # the optimizer is checked centrally, for every algorithm, when a run's config is resolved
-    from impls.runconfig import resolve
+    from impls.config.runconfig import resolve
 
     raw = {"experiment": "e", "method": "d2", "nodes": 4, "seed": 1, "algorithm": {"name": "d2"},
            "workload": {"dataset": {"name": "digits"}, "model": {"name": "mlp"},

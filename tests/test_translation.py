@@ -65,8 +65,8 @@ def data_bin(tmp_path_factory):
 
 
 def _task(data_bin: Path, **task):
-    from impls.dataclass_config import from_dict
-    from impls.runconfig import WorkloadConfig
+    from impls.config.dataclass_config import from_dict
+    from impls.config.runconfig import WorkloadConfig
     from impls.tasks import build_task
 
     wl = dict(WORKLOAD, task={**WORKLOAD["task"], "data": str(data_bin), **task})

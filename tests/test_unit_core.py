@@ -7,13 +7,13 @@ import torch
 
 from impls.algorithms import ALGORITHMS, algorithm_config, load_all
 from impls.backends import Backend, Clock, _Done
-from impls.comm import Communicator
-from impls.costmodel import collective_cost
+from impls.comm.communicator import Communicator
+from impls.comm.costmodel import collective_cost
 from impls.data.sampler import GlobalBatchSampler
 from impls.errors import ConfigError
-from impls.metrics import check_keys
+from impls.runtime.metrics import check_keys
 from impls.optim import SGD
-from impls.straggler import StragglerModel, straggler_config
+from impls.runtime.straggler import StragglerModel, straggler_config
 
 
 def test_registry_lists_known_names_on_unknown():
@@ -291,12 +291,12 @@ print(before, steady_heap(), [faults(*s) for s in shapes])  # objects sit in the
 
 
 def test_backward_overlap_starts_buckets_in_order_as_backward_completes_them():
-    """allreduce_sgd's overlap (impls.flat.BackwardOverlap) on a real
+    """allreduce_sgd's overlap (impls.comm.flat.BackwardOverlap) on a real
     autograd pass: each bucket starts from the backward pass once its last gradient has
     arrived, in bucket order, at its ready point of the clock; a bucket holding a parameter
     without gradient (unused this step) starts when backward ends; backward passes outside
     the armed step start nothing; a second backward pass in one step is refused."""
-    from impls.flat import BackwardOverlap, GradientBuckets
+    from impls.comm.flat import BackwardOverlap, GradientBuckets
 
     torch.manual_seed(0)
     a, b, unused = torch.nn.Linear(4, 3), torch.nn.Linear(3, 2), torch.nn.Linear(2, 2)

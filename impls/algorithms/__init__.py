@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..dataclass_config import from_dict
+from ..config.dataclass_config import from_dict
 from ..registry import Registry
 
 ALGORITHMS: Registry = Registry("algorithm", "algorithm.name", package=__name__, one_per_file=True)

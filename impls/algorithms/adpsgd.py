@@ -17,7 +17,7 @@ keeps its own model ``x_i`` and repeats, at its own pace, with no global barrier
    (``gossip/wait_s``: this wait, the only time the main thread waits for communication).
 
 Deadlock avoidance (paper Sec. 4): the bipartite exponential graph of
-:mod:`impls.topology` (odd ranks active, even ranks passive, every edge across the
+:mod:`impls.comm.topology` (odd ranks active, even ranks passive, every edge across the
 split).  Only active workers initiate an average; a passive worker's thread only
 answers, one request at a time, so no cycle of waits can form.  What is sent:
 
@@ -84,9 +84,9 @@ from dataclasses import dataclass, field
 import torch
 from torch._utils import _flatten_dense_tensors
 
-from ..gossip import add_weight_decay, local_sgd
+from ..families.gossip import add_weight_decay, local_sgd
 from ..protocol import Algorithm, StepContext
-from ..topology import BipartiteExponential
+from ..comm.topology import BipartiteExponential
 from . import register
 
 

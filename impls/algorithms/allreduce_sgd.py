@@ -54,10 +54,10 @@ Hyperparameters:
   without it each rank's statistics drift on its own batches (parameters stay equal
   either way); every evaluation sees rank 0's too, so every rank evaluates rank 0's
   model.  Models without buffers send nothing, and only state buffers are sent
-  (:func:`impls.flat.state_buffers`: a non-persistent buffer, e.g. fairseq's sinusoidal
+  (:func:`impls.comm.flat.state_buffers`: a non-persistent buffer, e.g. fairseq's sinusoidal
   position table, is a constant every rank computes itself; sending it each step would
   cost the tiny Transformer 0.7x its gradient's bytes).  How, at DDP's cost or below:
-  the buffers travel as one byte vector (:class:`impls.flat.BufferVector`: one ``cat``
+  the buffers travel as one byte vector (:class:`impls.comm.flat.BufferVector`: one ``cat``
   in, one ``_foreach_copy_`` out), so one broadcast moves them all whatever their dtypes
   (BatchNorm's float statistics and int64 batch counter; DDP's coalesced broadcast sends
   one message per dtype); and it leaves *after* the backward pass, asynchronously, to be
@@ -108,7 +108,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..flat import BackwardOverlap, BufferVector, GradientBuckets, state_buffers
+from ..comm.flat import BackwardOverlap, BufferVector, GradientBuckets, state_buffers
 from ..protocol import Algorithm, StepContext
 from . import register
 

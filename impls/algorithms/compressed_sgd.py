@@ -8,7 +8,7 @@ Xu et al., "GRACE: A Compressed Communication Framework for Distributed Machine 
 Steps of :meth:`CompressedSGD.step`, on every worker:
 
 1. The gradient already sits in one flat buffer (``p.grad`` are views into it, reverse
-   parameter order, :class:`impls.flat.GradientBuckets` with a single bucket).
+   parameter order, :class:`impls.comm.flat.GradientBuckets` with a single bucket).
 2. Compress it (``compressor``; with ``error_feedback: true`` the residual is added first
    and the new residual kept: :class:`impls.compression.ErrorFeedback`).
 3. Concatenate the packed parts as bytes into one message and ``all_gather`` it: one
@@ -69,7 +69,7 @@ import torch
 
 from ..compression import build, wire_bytes
 from ..errors import ConfigError
-from ..flat import GradientBuckets
+from ..comm.flat import GradientBuckets
 from ..protocol import StepContext
 from . import register
 from .allreduce_sgd import AllreduceSGD

@@ -49,10 +49,10 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..flat import flat_grads, flat_params, write_params
-from ..gossip import GossipAlgorithm, add_weight_decay, start_round, topology_spec
+from ..comm.flat import flat_grads, flat_params, write_params
+from ..families.gossip import GossipAlgorithm, add_weight_decay, start_round, topology_spec
 from ..protocol import StepContext
-from ..topology import spectral_gap
+from ..comm.topology import spectral_gap
 from . import register
 
 

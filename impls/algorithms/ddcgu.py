@@ -7,7 +7,7 @@ gradient information is accumulated locally in each worker; the worker that obta
 token pushes its accumulated gradients; against synchronous and cyclic delayed updates
 (``ps_sync``, ``ps_cyclic``) it reaches the same accuracy faster.
 
-What is sent to whom, and when (``W`` workers, :mod:`impls.ps`):
+What is sent to whom, and when (``W`` workers, :mod:`impls.families.ps`):
 
 1. Worker (main loop): reads the newest parameters it has received, computes a gradient
    and adds it to its accumulation ``a`` (``k`` gradients).  It never waits for its turn.
@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..protocol import ServeContext, StepContext
-from ..ps import DONE, HEADER, PUSH, ParameterServer, split, staleness_stats
+from ..families.ps import DONE, HEADER, PUSH, ParameterServer, split, staleness_stats
 from . import register
 
 

@@ -52,8 +52,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..flat import flat_params, write_params
-from ..gossip import GossipAlgorithm, Round, add_weight_decay, start_round, topology_spec
+from ..comm.flat import flat_params, write_params
+from ..families.gossip import GossipAlgorithm, Round, add_weight_decay, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
 

@@ -7,9 +7,9 @@ into blocks ``G_1..G_B`` (sizes ``d_b``) and block ``b`` is sent as its signs pl
 ``C(v)_b = (||v_b||_1 / d_b) sign(v_b)``.  ``block: tensor`` (one block) is dist-EF-SGDM, the
 paper's ``ef_sgdm`` baseline; ``block: layer`` (default) is the blockwise method.
 ``nodes`` counts the workers; one server rank is added after them (``roles``), as ``ps_sync``:
-:class:`impls.ps.ServerBase`'s synchronous rounds, whose aggregation is steps 5-6 (``aggregate``)
+:class:`impls.families.ps.ServerBase`'s synchronous rounds, whose aggregation is steps 5-6 (``aggregate``)
 and whose server then applies ``Delta~`` to its own copy of ``x`` (``after_replying``); that copy,
-its step count and ``e~`` are checkpointed in the servers' one form (``impls.ps``), a worker's
+its step count and ``e~`` are checkpointed in the servers' one form (``impls.families.ps``), a worker's
 momentum and ``e_i`` as the worker state.
 
 Communication per step (``W`` workers, ``d`` parameters, ``B`` blocks), all point to point:
@@ -92,9 +92,9 @@ import torch
 
 from ..compression import Compressor, build
 from ..errors import ConfigError
-from ..flat import flat_grads, flat_params, write_params
+from ..comm.flat import flat_grads, flat_params, write_params
 from ..protocol import StepContext
-from ..ps import ServerBase
+from ..families.ps import ServerBase
 from . import register
 
 

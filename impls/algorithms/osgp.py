@@ -55,8 +55,8 @@ from typing import Any
 
 import torch
 
-from ..flat import flat_params, write_params
-from ..gossip import GossipAlgorithm, Round, add_weight_decay, start_round, topology_spec
+from ..comm.flat import flat_params, write_params
+from ..families.gossip import GossipAlgorithm, Round, add_weight_decay, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
 

@@ -7,7 +7,7 @@ abstract says such servers become a communication bottleneck as workers grow; th
 staleness-aware learning rate of Zhang, Gupta, Lian, Liu, "Staleness-aware Async-SGD for
 Distributed Deep Learning" (IJCAI 2016), as the Hitchhiker's survey cites it.
 
-What is sent to whom, and when (``W`` workers, ``d`` parameters, :mod:`impls.ps`):
+What is sent to whom, and when (``W`` workers, ``d`` parameters, :mod:`impls.families.ps`):
 
 1. Worker: computes a gradient on the parameters it last pulled (server version ``v``),
    pushes it to every server (each its tensors' part, ``4 (d_j + 4)`` bytes with the
@@ -58,7 +58,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..protocol import ServeContext, StepContext
-from ..ps import ParameterServer
+from ..families.ps import ParameterServer
 from . import register
 
 

@@ -4,7 +4,7 @@ Paper: Agarwal & Duchi, "Distributed Delayed Stochastic Optimization" (NeurIPS 2
 its cyclic delayed architecture; the synchronous-vs-cyclic baseline of Hu et al.'s
 dynamic-delay cyclic method (``ddcgu``).
 
-What is sent to whom, and when (``W`` workers, :mod:`impls.ps`):
+What is sent to whom, and when (``W`` workers, :mod:`impls.families.ps`):
 
 1. Worker ``i``: computes a gradient on the parameters of its last reply, pushes it
    (header: rank, parameter version) and waits for the reply.
@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..protocol import ServeContext, StepContext
-from ..ps import ParameterServer, split, staleness_stats
+from ..families.ps import ParameterServer, split, staleness_stats
 from . import register
 
 

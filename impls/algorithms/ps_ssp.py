@@ -8,7 +8,7 @@ Rule: a worker's clock ``c_i`` is the number of its pushes the server has applie
 worker may start step ``c_i + 1`` only when ``c_i - min_j c_j <= s`` over the workers
 still training (Ho et al.: "the fastest may be at most ``s`` clocks ahead of the slowest").
 
-What is sent to whom, and when (:mod:`impls.ps`; the same messages as ``ps_async``):
+What is sent to whom, and when (:mod:`impls.families.ps`; the same messages as ``ps_async``):
 
 1. Worker: pushes its gradient (header: rank, parameter version) to every server and
    waits for the reply.
@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..protocol import ServeContext, StepContext
-from ..ps import ParameterServer
+from ..families.ps import ParameterServer
 from . import register
 
 

@@ -27,13 +27,13 @@ Steps at iteration ``t``:
 Replicas start equal (rank 0's model broadcast to all, servers included) and stay equal,
 so on the same data this equals ``allreduce_sgd`` up to float rounding of the sum (tested
 to 1e-6 at 2 and 4 workers).  Only the server keeps optimizer state (momentum); it
-checkpoints it with its parameters and version in the servers' one form (:mod:`impls.ps`).
-The loop is :class:`impls.ps.ServerBase`'s synchronous rounds; step 2 is ``aggregate``.
+checkpoints it with its parameters and version in the servers' one form (:mod:`impls.families.ps`).
+The loop is :class:`impls.families.ps.ServerBase`'s synchronous rounds; step 2 is ``aggregate``.
 
 Hyperparameters:
 
 * ``servers`` (1): server ranks; each owns an equal range of the flat parameters
-  (:mod:`impls.ps`) and receives, averages and returns only that, so a server's traffic
+  (:mod:`impls.families.ps`) and receives, averages and returns only that, so a server's traffic
   is ``1/servers`` of a model per worker per step.  Raise it when the server's link is the
   bottleneck (many workers, a big model).  The parameters are
   the same as with one server (tested).
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..protocol import StepContext
-from ..ps import ParameterServer
+from ..families.ps import ParameterServer
 from . import register
 
 

@@ -25,7 +25,7 @@ Steps of :meth:`SGP.step` at iteration ``t`` (the gradient ``g`` was computed at
 Hyperparameters:
 
 * ``topology`` (default ``{name: exponential, peers: 1}``): any graph of
-  :mod:`impls.topology`; ``peers: 2`` is the paper's 2-peer variant (more mixing,
+  :mod:`impls.comm.topology`; ``peers: 2`` is the paper's 2-peer variant (more mixing,
   twice the bytes).  Directed graphs are fine: that is what the weight is for.
 * ``init_spread`` (default 0): std of per-rank Gaussian noise added to the initial
   parameters (replicas initialised independently); 0 starts all replicas equal.
@@ -40,7 +40,7 @@ by running it side by side with this file: on the same graph the two are bit-ide
 Like the reference, the step is applied to the numerator as ``x <- x - lr d`` (the
 paper's update; the reference does not rescale by ``w`` either).  The graphs differ:
 the reference's exponential graph cycles its out-peers through ``+1, -1, +2, -2, +4,
-...`` (mod n), while :mod:`impls.topology` uses the paper's forward-only ``+2^j``
+...`` (mod n), while :mod:`impls.comm.topology` uses the paper's forward-only ``+2^j``
 schedule.  The 2-peer variant here takes two consecutive entries of the forward-only
 schedule per iteration (``+1, +2`` then ``+4, +8``, ...), which matches *neither* of
 the reference's graphs (its 2-peer graph takes two entries of the alternating list,
@@ -55,8 +55,8 @@ from typing import Any
 
 import torch
 
-from ..flat import flat_params, write_params
-from ..gossip import GossipAlgorithm, add_weight_decay, start_round, topology_spec
+from ..comm.flat import flat_params, write_params
+from ..families.gossip import GossipAlgorithm, add_weight_decay, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
 

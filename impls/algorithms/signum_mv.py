@@ -15,10 +15,10 @@ Communication per step, ``W`` workers, ``d`` parameters (``ceil(d/8)`` bytes of 
 * ``aggregation: server`` (the papers' form; one server rank after the workers, as
   ``ps_sync``): each worker sends ``ceil(d/8)`` (its signs) to the server and receives
   ``ceil(d/8)`` (the vote).  The server receives and sends ``W ceil(d/8)``, counted apart.
-  It is :class:`impls.ps.ServerBase`'s synchronous rounds with the vote as the aggregation
+  It is :class:`impls.families.ps.ServerBase`'s synchronous rounds with the vote as the aggregation
   (``aggregate``: step 4) and step 5 on the server's copy of ``x`` while the votes travel
   (``while_replying``); that copy and its step count are checkpointed in the servers' one
-  form (``impls.ps``), the workers' momentum as the worker state.
+  form (``impls.families.ps``), the workers' momentum as the worker state.
 * ``aggregation: allgather`` (no extra rank): an all-gather of the packed signs; each worker
   then votes locally.  Counted as a ring all-gather: ``(W-1) ceil(d/8)`` sent and received
   per worker, so it moves more than the server's 2 x ``ceil(d/8)`` from ``W = 3`` on, with
@@ -76,9 +76,9 @@ import torch
 
 from ..compression import build, pack_bits, unpack_bits
 from ..errors import ConfigError
-from ..flat import flat_grads
+from ..comm.flat import flat_grads
 from ..protocol import StepContext
-from ..ps import ServerBase
+from ..families.ps import ServerBase
 from . import register
 
 

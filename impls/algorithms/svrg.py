@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..flat import flat_grads, flat_params, write_params
+from ..comm.flat import flat_grads, flat_params, write_params
 from ..protocol import Algorithm, StepContext
 from . import register
 

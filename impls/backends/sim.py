@@ -16,7 +16,7 @@ are simulated:
 * **Collectives** are their algorithms over point-to-point messages (ring all-reduce
   and all-gather; binomial trees for broadcast and reduce; recursive doubling; linear
   gather / scatter; the ring's, the trees' and recursive doubling's schedules are
-  :mod:`impls.allreduce`'s), each instance on its own mailboxes, so their cost is the
+  :mod:`impls.comm.allreduce`'s), each instance on its own mailboxes, so their cost is the
   platform's flow model (latency, bandwidth sharing, contention on shared links), not
   a formula.  ``async_op=True`` runs the collective in a helper actor on the rank's
   host, overlapping whatever the rank does meanwhile.
@@ -56,7 +56,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..allreduce import binomial_broadcast_steps, binomial_reduce_steps, fold, ring_steps
+from ..comm.allreduce import binomial_broadcast_steps, binomial_reduce_steps, fold, ring_steps
 from . import Backend, Clock, NotAMember
 
 SPEED = 1e9  # every simulated host's nominal speed (flop/s): compute is charged as seconds x SPEED
@@ -318,7 +318,7 @@ class SimBackend(Backend):
         # fewer elements than ranks: the ring the paper's model would run
         wire = flat.numel() * flat.element_size() * self._scale / n
         right, left = (r + 1) % n, (r - 1) % n
-        scatter, gather = ring_steps(n, r)  # impls.allreduce's schedule
+        scatter, gather = ring_steps(n, r)  # impls.comm.allreduce's schedule
         for send, recv in scatter:  # reduce-scatter: rank r ends with chunk r+1 reduced
             data = self._exchange(kind, right, chunks[send], left, wire)
             _COMBINE[op](chunks[recv], data)
@@ -334,7 +334,7 @@ class SimBackend(Backend):
         """Recursive doubling; with n not a power of two the extra ranks first hand their
         data to a partner and get the result back at the end."""
         r = self.rank
-        p, extra, active = fold(self.world, r)  # impls.allreduce's schedule
+        p, extra, active = fold(self.world, r)  # impls.comm.allreduce's schedule
         if not active:
             self._isend(kind, extra, t).wait()
             t.copy_(self._recv(kind, extra).view_as(t))
@@ -354,7 +354,7 @@ class SimBackend(Backend):
 
     def _tree_reduce(self, kind: str, t: torch.Tensor, dst: int, op: str) -> None:
         n = self.world
-        for step, v in binomial_reduce_steps(n, (self.rank - dst) % n):  # impls.allreduce's schedule
+        for step, v in binomial_reduce_steps(n, (self.rank - dst) % n):  # impls.comm.allreduce's schedule
             if step == "send":
                 self._isend(kind, (v + dst) % n, t).wait()
                 return
@@ -362,10 +362,10 @@ class SimBackend(Backend):
 
     def _tree_broadcast(self, kind: str, t: torch.Tensor, src: int) -> None:
         n = self.world
-        parent, children = binomial_broadcast_steps(n, (self.rank - src) % n)  # impls.allreduce's schedule
+        parent, children = binomial_broadcast_steps(n, (self.rank - src) % n)  # impls.comm.allreduce's schedule
         if parent is not None:
             t.copy_(self._recv(kind, (parent + src) % n).view_as(t))
-        # posted at once (impls.allreduce.tree sends one after another: the schedule is the same)
+        # posted at once (impls.comm.allreduce.tree sends one after another: the schedule is the same)
         sends = [self._isend(kind, (v + src) % n, t) for v in children]
         for h in sends:
             h.wait()

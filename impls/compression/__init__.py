@@ -8,7 +8,7 @@ selects it, and ``error_feedback: true`` in that mapping wraps it in :class:`Err
 ``use_error_feedback``), never a copy per compressor.
 
 The protocol, for a flat fp32 vector ``x`` of ``numel`` elements (an algorithm flattens its
-gradient or momentum, :mod:`impls.flat`)::
+gradient or momentum, :mod:`impls.comm.flat`)::
 
     c = build({"name": "sign", "scale": "mean_abs"}, seed=run_seed, layout=[p.numel() for p in params])
     parts = c.compress(x)               # list of tensors, what goes on the wire (uint8 bits, fp32 scales, ...)
@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
 
-from ..dataclass_config import from_dict
+from ..config.dataclass_config import from_dict
 from ..registry import Registry
 
 COMPRESSORS: Registry = Registry("compressor", "compressor.name", package=__name__, one_per_file=True)

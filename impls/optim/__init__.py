@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Iterable, Mapping
 
 import torch
 
-from ..dataclass_config import from_dict
+from ..config.dataclass_config import from_dict
 from ..errors import ConfigError
 from ..registry import Registry
 

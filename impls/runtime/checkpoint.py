@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..metrics import MetricsWriter
+from .metrics import MetricsWriter
 from .agreement import agree, gather_notes
 from .context import RunContext
 from .precision import MixedPrecision

@@ -11,11 +11,11 @@ from typing import Any
 import torch
 
 from ..backends import Backend, Clock
-from ..comm import Communicator
+from ..comm.communicator import Communicator
 from ..data.sampler import build_sampler
 from ..protocol import Algorithm
-from ..runconfig import Resolved
-from ..straggler import StragglerModel
+from ..config.runconfig import Resolved
+from .straggler import StragglerModel
 from ..tasks import Task
 
 

@@ -81,7 +81,7 @@ _heap_steady: bool | None = None
 def steady_heap(trim_mb: int = 1024, mmap_mb: int = 32) -> bool:
     """Keep the memory a training step frees for the next step (glibc's ``malloc``; a
     no-op elsewhere): returns whether the settings apply.  Called once per process, by
-    the runtime before the model is built and by the ``ddp`` benchmark (:mod:`impls.bench`).
+    the runtime before the model is built and by the ``ddp`` benchmark (:mod:`impls.bench.ddp`).
 
     Why: a CPU step allocates its activations in the forward pass (ResNet-20 at batch 32:
     tens of MB in blocks of ~2 MB) and frees them in the backward pass.  glibc returns the
@@ -135,7 +135,7 @@ class StepTimes:
 def train_step(algo, model: nn.Module, loss_fn: Callable[[], torch.Tensor], s, clock, prec, straggler,
                t0: float, check_grads: bool = True) -> StepTimes:
     """One worker's training step, as every run takes it (the runtime's loop and the
-    ``ddp`` benchmark, :mod:`impls.bench`, run this one function):
+    ``ddp`` benchmark, :mod:`impls.bench.ddp`, run this one function):
 
     1. ``algo.zero_grad()``; forward and backward inside ``algo.computing(s)`` (which may
        synchronise buffers first, or start communicating during backward) and the clock's

@@ -59,7 +59,7 @@ from typing import Any, Iterable
 
 import torch
 
-from ..comm import Communicator, Counters
+from ..comm.communicator import Communicator, Counters
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

@@ -13,7 +13,7 @@ The algorithm's ``serve`` drives it: it serves every step of every epoch from
 
 from __future__ import annotations
 
-from ..metrics import MetricsWriter
+from .metrics import MetricsWriter
 from ..protocol import ServeContext
 from .agreement import check_divergence
 from .checkpoint import Resumed, save_checkpoint

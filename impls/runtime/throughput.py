@@ -97,7 +97,7 @@ def time_steps(workload: Mapping[str, Any] | Any, threads: int = 1, precision: s
                device: torch.device = torch.device("cpu")) -> dict[str, Any]:
     """Time ``steps`` training steps after ``warmup`` (module docstring, steps 1-4).
 
-    ``workload``: a ``workload:`` mapping or a resolved :class:`~impls.runconfig.WorkloadConfig`;
+    ``workload``: a ``workload:`` mapping or a resolved :class:`~impls.config.runconfig.WorkloadConfig`;
     ``precision``: fp32 / bf16 / fp16 (default: the workload's); ``optimizer``: include the
     local optimizer's step; ``tokens``: ``{vocab, sentences, length}`` for a translation task
     timed on random token batches; ``budget_s``: stop once the timed steps add up to more
@@ -108,9 +108,9 @@ def time_steps(workload: Mapping[str, Any] | Any, threads: int = 1, precision: s
     ``tokens_per_s`` at the median step, the model's size, and :func:`machine`.
     """
     from ..data.sampler import build_sampler
-    from ..dataclass_config import from_dict
+    from ..config.dataclass_config import from_dict
     from ..optim import build_optimizer, optimizer_config
-    from ..workload import WorkloadConfig
+    from ..config.workload import WorkloadConfig
     from ..tasks import build_task
     from .loop import batches
     from .precision import LossScaleConfig, MixedPrecision

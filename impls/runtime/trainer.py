@@ -34,13 +34,13 @@ import numpy as np
 import torch
 
 from ..backends import Backend, ChargedClock, Clock, backend_of, current_backend
-from ..comm import Communicator
+from ..comm.communicator import Communicator
 from ..errors import ConfigError, DivergedError
-from ..metrics import MetricsWriter
+from .metrics import MetricsWriter
 from ..protocol import Context
-from ..provenance import config_hash, provenance, rank_map
-from ..runconfig import RunConfig, resolve
-from ..straggler import StragglerModel, straggler_config
+from .provenance import config_hash, provenance, rank_map
+from ..config.runconfig import RunConfig, resolve
+from .straggler import StragglerModel, straggler_config
 from ..tasks import build_task
 from .checkpoint import resume
 from .context import RunContext

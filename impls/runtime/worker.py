@@ -29,10 +29,10 @@ import os
 import numpy as np
 import torch
 
-from ..comm import Communicator
-from ..dataclass_config import from_dict
+from ..comm.communicator import Communicator
+from ..config.dataclass_config import from_dict
 from ..errors import DivergedError
-from ..metrics import MetricsWriter
+from .metrics import MetricsWriter
 from ..protocol import StepContext
 from ..tasks import Task
 from .agreement import check_divergence

@@ -25,7 +25,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..procs import die_with_parent
+from ..runtime.procs import die_with_parent
 
 
 def run_one(config: str, out: str, checkpoint_dir: str | None, calibration: str | None) -> None:

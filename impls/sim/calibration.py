@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ..dataclass_config import from_dict
+from ..config.dataclass_config import from_dict
 from .profiles import Profile, ProfileConfig
 
 
@@ -33,7 +33,7 @@ def measure_sample_s(raw: Mapping[str, Any], steps: int = 20, warmup: int = 3) -
     code of the ``workload_throughput`` benchmark), without the optimizer's update, under the
     workload's precision."""
     from ..runtime.throughput import time_steps
-    from ..workload import WorkloadConfig
+    from ..config.workload import WorkloadConfig
 
     wl = from_dict(WorkloadConfig, dict(raw["workload"]), "workload")  # resolve(raw)'s (a run checked before)
     row = time_steps(wl, threads=1, steps=steps, warmup=warmup, optimizer=False)

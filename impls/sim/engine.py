@@ -29,7 +29,7 @@ def check_sim_config(raw: Mapping[str, Any]) -> tuple[Any, Any, int]:
     """Platform and profile configs of a simulated run, and its number of hosts (every
     error raised here names its key, before any simulation starts)."""
     from ..backends import backend_of, simulated_names
-    from ..runconfig import resolve
+    from ..config.runconfig import resolve
 
     res = resolve(raw)
     if not backend_of(res.run.backend).simulated:

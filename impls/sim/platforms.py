@@ -67,7 +67,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..dataclass_config import from_dict
+from ..config.dataclass_config import from_dict
 from ..errors import ConfigError
 from ..registry import Registry
 

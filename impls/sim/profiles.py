@@ -98,7 +98,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
-from ..dataclass_config import from_dict
+from ..config.dataclass_config import from_dict
 from ..errors import ConfigError
 
 #: each paper profile's compute: ``per_step`` units (images, tokens) per node step at the

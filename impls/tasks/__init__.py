@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from ..dataclass_config import from_dict
+from ..config.dataclass_config import from_dict
 from ..registry import Registry
 
 TASKS: Registry = Registry("task", "workload.task.name", package=__name__)

@@ -1,5 +1,5 @@
 """Snakemake script of rule ``bench_ddp``: one torchrun launch per (model, nodes)
-(settings and commands: ``distrepro_wf.ddpbench``; the timing: ``impls.bench``)."""
+(settings and commands: ``distrepro_wf.ddpbench``; the timing: ``impls.bench.ddp``)."""
 
 import logging
 import subprocess

@@ -1,12 +1,12 @@
 """The survey's all-reduce study (rules ``allreduce_study_*``, ``workflows/rules/bench.smk``;
 settings and the survey's statements: ``config/allreduce_study.yaml``).
 
-Every timing is a child process: ``python -m impls.allreduce_bench sim`` (one SimGrid
-simulation per platform, every node count in it) and one ``torchrun ... impls.allreduce_bench
+Every timing is a child process: ``python -m impls.bench.allreduce sim`` (one SimGrid
+simulation per platform, every node count in it) and one ``torchrun ... impls.bench.allreduce
 real`` per real world size.  The rest is pure and tested (``tests/test_arstudy.py``):
 
 * :func:`study_table`: every measured time beside its alpha-beta time
-  (:func:`impls.costmodel.allreduce_cost`; the simulated platforms' alpha and beta; on real
+  (:func:`impls.comm.costmodel.allreduce_cost`; the simulated platforms' alpha and beta; on real
   ranks alpha and beta fitted by least squares to that world's measurements, since loopback
   has no preset), the ratio, the bus bandwidth ``2 (n-1)/n S / t`` (the ring's bytes: what an
   ideal all-reduce must move per rank, so algorithms compare on one scale) and the rank of the
@@ -51,7 +51,7 @@ def platforms(path: str | os.PathLike) -> list[str]:
 
 def load_spec(raw: Mapping[str, Any], where: str = "config/allreduce_study.yaml") -> dict[str, Any]:
     """The study's settings, checked: every error names the key and the allowed values."""
-    from impls.allreduce import ALGORITHMS
+    from impls.comm.allreduce import ALGORITHMS
     from impls.sim.platforms import PRESETS
 
     unknown = sorted(set(raw) - KEYS)
@@ -101,8 +101,8 @@ def _sides(c: Mapping[str, Any]) -> list[dict[str, Any]]:
 # -- child processes ------------------------------------------------------------------------
 def sim_rows(platform: str, nodes: Iterable[int], sizes: Iterable[float], algorithms: Iterable[str],
              log: str | os.PathLike, timeout_s: float = 3600) -> list[dict[str, Any]]:
-    """:func:`impls.allreduce_bench.sim_times` in a child process (one simulation)."""
-    cmd = [sys.executable, "-m", "impls.allreduce_bench", "sim", "--platform", platform,
+    """:func:`impls.bench.allreduce.sim_times` in a child process (one simulation)."""
+    cmd = [sys.executable, "-m", "impls.bench.allreduce", "sim", "--platform", platform,
            "--nodes", ",".join(map(str, nodes)), "--sizes", ",".join(repr(float(s)) for s in sizes),
            "--algorithms", ",".join(algorithms)]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout_s)
@@ -115,10 +115,10 @@ def sim_rows(platform: str, nodes: Iterable[int], sizes: Iterable[float], algori
 
 def real_rows(n: int, sizes: Iterable[float], algorithms: Iterable[str], reps: int, workdir: str | os.PathLike,
               log: str | os.PathLike, timeout_s: float = 1800) -> list[dict[str, Any]]:
-    """:func:`impls.allreduce_bench.real_times` in one ``torchrun --standalone`` launch of ``n`` ranks."""
+    """:func:`impls.bench.allreduce.real_times` in one ``torchrun --standalone`` launch of ``n`` ranks."""
     out = Path(workdir, f"real_n{n}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = standalone(n, "-m", "impls.allreduce_bench", "real", "--sizes", ",".join(repr(float(s)) for s in sizes),
+    cmd = standalone(n, "-m", "impls.bench.allreduce", "real", "--sizes", ",".join(repr(float(s)) for s in sizes),
                      "--algorithms", ",".join(algorithms), "--reps", str(reps), "--out", str(out))
     with open(log, "a") as f:
         f.write(f"$ {' '.join(cmd)}\n")
@@ -130,9 +130,9 @@ def real_rows(n: int, sizes: Iterable[float], algorithms: Iterable[str], reps: i
 # -- tables ---------------------------------------------------------------------------------
 def fit_alpha_beta(rows: pd.DataFrame) -> tuple[float, float]:
     """Least-squares alpha (s) and beta (bytes/s) of ``seconds = steps alpha + wire_bytes / beta``
-    over the rows' algorithms (of :mod:`impls.allreduce`) and sizes; relative residuals weigh
+    over the rows' algorithms (of :mod:`impls.comm.allreduce`) and sizes; relative residuals weigh
     every size alike."""
-    from impls.costmodel import allreduce_cost
+    from impls.comm.costmodel import allreduce_cost
 
     costs = [allreduce_cost(a, b, int(n)) for a, b, n in zip(rows["algorithm"], rows["bytes"], rows["n"])]
     t = rows["seconds"].to_numpy(float)
@@ -144,8 +144,8 @@ def fit_alpha_beta(rows: pd.DataFrame) -> tuple[float, float]:
 
 def study_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Measured times (rows of :func:`sim_rows` / :func:`real_rows`) with their alpha-beta times."""
-    from impls.allreduce import DUPLEX
-    from impls.costmodel import allreduce_cost, alpha_beta_seconds
+    from impls.comm.allreduce import DUPLEX
+    from impls.comm.costmodel import allreduce_cost, alpha_beta_seconds
     from impls.sim.platforms import alpha_beta, platform_config
 
     df = pd.DataFrame(rows)

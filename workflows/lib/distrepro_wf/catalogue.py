@@ -4,7 +4,7 @@ Two levels, read by :mod:`distrepro_wf.collect` (aggregation and summaries), the
 (:mod:`distrepro_wf.published` refuses a claim whose metric is not in :data:`METRICS`;
 labels and units come from here), the plots and the report:
 
-* :data:`EPOCH`: a key of the runtime's epoch records (``impls/metrics.py``) -> how the
+* :data:`EPOCH`: a key of the runtime's epoch records (``impls/runtime/metrics.py``) -> how the
   worker ranks' values become the run's value for that epoch (``mean``: losses,
   accuracies, bytes per rank; ``max``: times, since a synchronous epoch lasts as long as
   its slowest rank) and which direction is better (what a target means for it).
@@ -72,7 +72,7 @@ EPOCH: dict[str, EpochMetric] = {
     "time/compress_s": EpochMetric("max", bounds=NONNEG),
     "time/msg_overhead_s": EpochMetric("max", bounds=NONNEG),
     # server ranks (Algorithm.roles), apart from the workers: bytes summed over the servers;
-    # the asynchronous modes' staleness of the applied pushes and their number (impls/ps.py)
+    # the asynchronous modes' staleness of the applied pushes and their number (impls/families/ps.py)
     "server/bytes_sent": EpochMetric("sum", bounds=NONNEG),
     "server/bytes_recv": EpochMetric("sum", bounds=NONNEG),
     "server/staleness_mean": EpochMetric("mean", bounds=NONNEG),

@@ -38,7 +38,7 @@ software overhead and ``bw' = bw * efficiency * (1 - background)``):
    shared epoch of ``S`` steps is ``S`` rounds, as a synchronous epoch is ``S`` steps), and the
    server's own costs are first-order there, so these closed forms keep the two op costs the
    simulated server pays per message: the host/device staging of every payload
-   (``sigma = B / stage_bandwidth``, :mod:`impls.comm`) and the optimizer apply (``apply_s``).
+   (``sigma = B / stage_bandwidth``, :mod:`impls.comm.communicator`) and the optimizer apply (``apply_s``).
 
 What it leaves out: the other op costs of :mod:`impls.sim.opcost` (arithmetic, copies,
 compression; the simulation charges them, the closed form does not: they are a few % of a paper
@@ -58,7 +58,7 @@ from typing import Any
 #: methods that aggregate through one server rank: the share of a model each message weighs
 #: (packed signs: 1 bit of 32; ef_blocksgdm's per-block scales are negligible)
 SERVER_COMPRESSED = {"signum_mv": 1 / 32, "ef_blocksgdm": 1 / 32}
-#: the parameter-server family (impls/ps.py): :func:`ps_step_s`
+#: the parameter-server family (impls/families/ps.py): :func:`ps_step_s`
 PS_FAMILY = ("ps_sync", "ps_async", "ps_ssp", "ps_cyclic", "ddcgu")
 ALGORITHMS = ("allreduce_sgd", "sgp", "osgp", "dpsgd", "adpsgd", "signum_mv_allgather", *SERVER_COMPRESSED, *PS_FAMILY)
 #: the options of a parameter-server method's config that its closed form reads, with defaults
@@ -181,7 +181,7 @@ def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, in
 
     Quantities (per message of a model, ``B`` bytes; ``k`` = ``servers``, each owning ``B/k``):
     ``sigma = B / stage_bandwidth`` the host/device staging of a payload (the simulated ranks
-    stage every send before it leaves and every receive when it is posted, :mod:`impls.comm`),
+    stage every send before it leaves and every receive when it is posted, :mod:`impls.comm.communicator`),
     ``o`` the per-message overhead (slept by the sender), ``delta = sigma + o``, ``D = B / bw'``
     a model on the wire, ``alpha`` the latency, ``a`` the server's apply (``apply_s``), ``C f_i``
     worker ``i``'s compute (one straggler ``f = slow_factor``, the others 1).

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from impls.backends import backend_of, is_simulated
-from impls.metrics import read_jsonl
+from impls.runtime.metrics import read_jsonl
 
 from . import runs
 from .catalogue import EPOCH, EPOCH_DERIVED, EVAL_KEYS, METRICS, better_direction

@@ -119,7 +119,7 @@ def _dotted(path: Iterable[Any]) -> str:
 def check_removed_keys(config: dict[str, Any]) -> None:
     """Refuse keys that were removed, with why and what to use instead (before the schema,
     which would only call them unknown)."""
-    from impls.runconfig import NETWORK_REMOVED
+    from impls.config.runconfig import NETWORK_REMOVED
 
     experiments = config.get("experiments")
     for e, exp in (experiments.items() if isinstance(experiments, dict) else ()):
@@ -317,10 +317,10 @@ def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
 def validate(config: dict[str, Any]) -> list[Run]:
     """Check everything before any job runs; return the expanded runs."""
     check_schema(config)
-    from impls.comm import Communicator
+    from impls.comm.communicator import Communicator
     from impls.protocol import Context
-    from impls.runconfig import check_workload, resolve
-    from impls.straggler import StragglerModel
+    from impls.config.runconfig import check_workload, resolve
+    from impls.runtime.straggler import StragglerModel
 
     runs = expand(config)
     datasets: dict[str, Any] = {}

@@ -1,7 +1,7 @@
 """AR-SGD against torch DDP (rule ``bench_ddp`` -> ``results/bench/allreduce_vs_ddp.csv``).
 
-One torchrun launch per (model, nodes) runs ``python -m impls.bench ddp`` (the timing
-itself, :mod:`impls.bench`: AR-SGD through the runtime's step, DDP and a no-communication
+One torchrun launch per (model, nodes) runs ``python -m impls.bench.ddp ddp`` (the timing
+itself, :mod:`impls.bench.ddp`: AR-SGD through the runtime's step, DDP and a no-communication
 baseline interleaved in blocks).  Here: the settings, checked before any launch
 (:func:`bench_spec`), and the launch commands (:func:`commands`).
 
@@ -58,6 +58,6 @@ def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def commands(spec: Mapping[str, Any], out: str) -> list[list[str]]:
     """One torchrun command per (model, nodes), appending its row to ``out``."""
-    return [standalone(n, "-m", "impls.bench", "ddp", "--out", out, "--model", m, "--steps", spec["steps"][m],
+    return [standalone(n, "-m", "impls.bench.ddp", "ddp", "--out", out, "--model", m, "--steps", spec["steps"][m],
                        "--repeats", spec["repeats"], "--batch", spec["batch"])
             for m in spec["models"] for n in spec["nodes"]]

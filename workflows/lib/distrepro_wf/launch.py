@@ -121,7 +121,7 @@ def launch_world(cfg: Mapping[str, Any]) -> int | None:
     if backend_of(cfg.get("backend")).one_process:
         return None
     from impls.errors import ConfigError
-    from impls.runconfig import world_size
+    from impls.config.runconfig import world_size
 
     try:
         return world_size(dict(cfg))

@@ -46,9 +46,9 @@ def _setup(wl_spec: dict[str, Any], data: str, seed: int, threads: int):
     Adam: the same update the distributed runs take)."""
     import torch
 
-    from impls.dataclass_config import from_dict
+    from impls.config.dataclass_config import from_dict
     from impls.optim import build_optimizer, optimizer_config
-    from impls.runconfig import WorkloadConfig
+    from impls.config.runconfig import WorkloadConfig
     from impls.tasks import build_task
 
     torch.set_num_threads(threads)

@@ -316,7 +316,7 @@ def launch(tb: Testbed, entry: Sequence[str], log: str | os.PathLike | None = No
            cwd: str | os.PathLike | None = None) -> int:
     """Run :func:`host_commands` (one process group per host, each dying with this process);
     the first non-zero exit status stops the others.  Returns 0 or that status (124: timeout)."""
-    from impls.procs import preexec_die_with_parent
+    from impls.runtime.procs import preexec_die_with_parent
 
     out = open(log, "a") if log is not None else subprocess.DEVNULL
     procs = []

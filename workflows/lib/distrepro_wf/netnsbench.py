@@ -146,7 +146,7 @@ def star_platform(rate_mbit: float, latency_us: float) -> dict[str, Any]:
 
 def launch_groups(spec: Mapping[str, Any]) -> dict[tuple[float, int], list[tuple[str, int]]]:
     """(bandwidth, processes) -> the (method, workers) run in that one launch (a plan)."""
-    from impls.runconfig import world_size
+    from impls.config.runconfig import world_size
 
     groups: dict[tuple[float, int], list[tuple[str, int]]] = {}
     for rate in spec["rates_mbit"]:

@@ -71,7 +71,7 @@ live process never.  If the Snakemake process that started the launch dies (``ki
 -9``), the launch is killed within a second (not left running beside the next
 invocation); its runs resume from their checkpoints next time.  If the rule's script
 itself dies, by any signal, the kernel's parent-death signal stops its launch
-(:mod:`impls.procs`: torchrun gets SIGTERM and its ranks SIGKILL; a simulation's fork
+(:mod:`impls.runtime.procs`: torchrun gets SIGTERM and its ranks SIGKILL; a simulation's fork
 server and its forked run SIGKILL).
 """
 
@@ -90,7 +90,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from impls.procs import preexec_die_with_parent
+from impls.runtime.procs import preexec_die_with_parent
 
 from .launch import launch_world, torchrun_command
 
@@ -650,7 +650,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
                                           "calibration": str(calibration), "log": str(log_path)})
                 else:
                     # its own session (killpg stops every rank), and SIGTERM to torchrun if
-                    # this process dies without killing it (kill -9: impls.procs)
+                    # this process dies without killing it (kill -9: impls.runtime.procs)
                     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                             preexec_fn=preexec_die_with_parent(signal.SIGTERM),
                                             env={**os.environ, **(env or {})})

@@ -222,7 +222,7 @@ def simulate(cfg: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.P
 def real_run(cfg: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.PathLike,
              timeout_s: float = 1800) -> tuple[Child, Path]:
     """``cfg`` on real ranks: one ``torchrun --standalone`` launch of ``impls.run`` (gloo on CPU)."""
-    from impls.runconfig import world_size
+    from impls.config.runconfig import world_size
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -424,10 +424,10 @@ def fit_allreduce_efficiency(published_ms: float, step_at_1_ms: float, nodes: in
     """``platform.allreduce_efficiency`` that makes the AR step ``published_ms``, from the
     simulated step at efficiency 1 (``step_at_1_ms``), overlap off: only the all-reduce's
     bandwidth term ``B`` grows as 1/e (the ring's ``2 (n-1) S / (n beta)``, recursive
-    doubling's ``log2(n) S / beta``: :func:`impls.costmodel.allreduce_cost`), so ``e = B /
+    doubling's ``log2(n) S / beta``: :func:`impls.comm.costmodel.allreduce_cost`), so ``e = B /
     (B + published - step(1))`` (> 1: the row is faster than the algorithm allows at line
     rate; returned as is)."""
-    from impls.costmodel import allreduce_cost
+    from impls.comm.costmodel import allreduce_cost
     from impls.sim.platforms import alpha_beta, platform_config
 
     _, beta = alpha_beta(platform_config(platform))

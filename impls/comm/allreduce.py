@@ -5,13 +5,13 @@ Deep Neural Networks", arXiv:1810.11787), one code for real ranks and simulated 
 Every function here takes a tensor and a *peer* object with ``rank``, ``world``,
 ``isend(t, dst)`` and ``irecv(t, src)`` (each returning a handle with ``wait()``): a
 :class:`~impls.backends.Backend` (``torch.distributed`` gloo on real ranks, a SimGrid actor's
-:class:`~impls.backends.sim.SimBackend`) or the instrumented :class:`~impls.comm.Communicator`,
+:class:`~impls.backends.sim.SimBackend`) or the instrumented :class:`~impls.comm.communicator.Communicator`,
 which counts the bytes.  Nothing else is used, so the same lines run as processes under
 torchrun and as actors of a simulation, where their time is the platform's flow model.
 
 Cost of an all-reduce of ``S`` bytes per rank on ``n`` ranks in the alpha-beta model (a
 message of ``m`` bytes costs ``alpha + m / beta``; ``k = log2 n`` for a power of two), the
-formulas of :func:`impls.costmodel.collective_cost`:
+formulas of :func:`impls.comm.costmodel.collective_cost`:
 
 ===================  ==============================  ====================  ====================
 algorithm            time                            bytes sent per rank   wins

@@ -22,15 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .algorithms import algorithm_config
-from .backends import DEFAULT as DEFAULT_BACKEND
-from .backends import backend_of, run_values
-from .costmodel import ALGORITHMS
+from ..algorithms import algorithm_config
+from ..backends import DEFAULT as DEFAULT_BACKEND
+from ..backends import backend_of, run_values
+from ..comm.costmodel import ALGORITHMS
 from .dataclass_config import from_dict
-from .errors import ConfigError
-from .optim import check_composition, optimizer_config
-from .schedules import Schedule, schedule_config
-from .straggler import StragglerConfig, straggler_config
+from ..errors import ConfigError
+from ..optim import check_composition, optimizer_config
+from ..optim.schedules import Schedule, schedule_config
+from ..runtime.straggler import StragglerConfig, straggler_config
 from .workload import TargetConfig, WorkloadConfig  # noqa: F401  (a run's workload; re-exported)
 
 #: why a ``network`` key (a run config's, or an experiment's in the pipeline config) is refused
@@ -113,8 +113,8 @@ def check_workload(wl: WorkloadConfig, nodes: int, seed: int, cache: dict[str, A
 
     import torch
 
-    from .data.sampler import build_sampler
-    from .tasks import build_task
+    from ..data.sampler import build_sampler
+    from ..tasks import build_task
 
     cache = {} if cache is None else cache
     dkey = json.dumps([wl.task, wl.dataset], sort_keys=True)

@@ -1,7 +1,7 @@
 """A run's workload (``workload:`` of a run config): the task, its data and model, the
 batch, epochs, optimizer and schedule, the target and evaluation, the precision.
 
-Its own module, below :mod:`impls.runconfig`, so that what needs only the workload (the
+Its own module, below :mod:`impls.config.runconfig`, so that what needs only the workload (the
 throughput benchmark, :mod:`impls.runtime.throughput`; the simulator's ``measured`` profile,
 :mod:`impls.sim.profiles`) does not import the run config, which imports the backends and,
 through them, the simulator (the import cycle runconfig -> sim.profiles ->
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .dataclass_config import from_dict
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 @dataclass
@@ -54,6 +54,6 @@ class WorkloadConfig:
             if self.precision != "fp16":
                 raise ConfigError(f"{key}.loss_scale", f"only fp16 scales the loss; this workload's precision is "
                                                        f"{self.precision!r} (allowed with loss_scale: fp16)")
-            from .runtime.precision import LossScaleConfig
+            from ..runtime.precision import LossScaleConfig
 
             from_dict(LossScaleConfig, self.loss_scale, f"{key}.loss_scale")

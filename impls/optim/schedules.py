@@ -27,9 +27,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .dataclass_config import from_dict
-from .errors import ConfigError
-from .registry import Registry
+from ..config.dataclass_config import from_dict
+from ..errors import ConfigError
+from ..registry import Registry
 
 SCHEDULES: Registry = Registry("schedule", "workload.schedule.name")
 

@@ -32,8 +32,8 @@ from typing import Any, Mapping
 
 import torch
 
-from .errors import ConfigError
-from .registry import Registry
+from ..errors import ConfigError
+from ..registry import Registry
 
 TOPOLOGIES: Registry = Registry("topology", "algorithm.topology.name")
 

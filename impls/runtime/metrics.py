@@ -26,7 +26,7 @@ The measured values use namespaced keys ``<namespace>/<name>``:
 ``opt/lr``                 the step's learning rate
 ``opt/grad_evals``         component gradients grad f_i this rank computed in the epoch (epoch; svrg)
 ``time/compute_s``         forward + backward wall time
-``time/straggler_delay_s`` emulated straggler sleep (:mod:`impls.straggler`)
+``time/straggler_delay_s`` emulated straggler sleep (:mod:`impls.runtime.straggler`)
 ``time/comm_s``            time spent waiting on communication (every activity of the rank,
                            a background gossip thread's included)
 ``time/sync_s``            the worker loop's time in ``algo.step``: its own wait for
@@ -34,7 +34,7 @@ The measured values use namespaced keys ``<namespace>/<name>``:
                            a background exchange that overlaps compute is not in it)
 ``time/step_s``            the whole step; ``time/epoch_s`` the whole epoch
 ``time/wall_s``            seconds since training started on this rank
-``comm/bytes_sent|recv``   bytes this rank sent / received (counted, see impls.comm)
+``comm/bytes_sent|recv``   bytes this rank sent / received (counted, see impls.comm.communicator)
 ``comm/messages``          messages this rank sent (a collective counts as one)
 ``consensus/distance``     RMS distance of the local models to their average (epoch)
 =========================  ===========================================================

@@ -5,7 +5,7 @@ on real ranks) so that
 
 * ``comm/bytes_sent`` / ``comm/bytes_recv`` are counted from the tensors actually
   passed (point-to-point: their exact size; collectives: the payload times the
-  cost model of :mod:`impls.costmodel` for the configured all-reduce algorithm,
+  cost model of :mod:`impls.comm.costmodel` for the configured all-reduce algorithm,
   because the wire traffic happens inside the backend), and ``comm/messages``
   counts the sends and collectives;
 * ``time/comm_s`` is the time (of the rank's clock) spent waiting for communication;
@@ -30,7 +30,7 @@ from typing import Sequence
 
 import torch
 
-from .backends import Backend, Clock
+from ..backends import Backend, Clock
 from .costmodel import ALGORITHMS, Cost, collective_cost
 
 

@@ -22,7 +22,7 @@ import math
 import typing
 from typing import Any, Mapping, TypeVar
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 C = TypeVar("C")
 

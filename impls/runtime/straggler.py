@@ -27,8 +27,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .dataclass_config import from_dict
-from .errors import ConfigError
+from ..config.dataclass_config import from_dict
+from ..errors import ConfigError
 
 KINDS = ("none", "fixed", "random")
 

@@ -1,4 +1,4 @@
-"""Benchmarks run under torchrun: ``python -m impls.bench ddp --out F.csv ...``.
+"""Benchmarks run under torchrun: ``python -m impls.bench.ddp ddp --out F.csv ...``.
 
 ``ddp``: per-step time of ``allreduce_sgd`` against ``torch.nn.parallel.
 DistributedDataParallel`` on the same model, batches and ranks, measured side by side in
@@ -49,13 +49,13 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .backends import Backend, Clock, current_backend
-from .comm import Communicator
-from .flat import state_buffers
-from .models import build_model
-from .optim import SGD, SGDConfig
-from .protocol import Context, StepContext
-from .provenance import git_commit
+from ..backends import Backend, Clock, current_backend
+from ..comm.communicator import Communicator
+from ..comm.flat import state_buffers
+from ..models import build_model
+from ..optim import SGD, SGDConfig
+from ..protocol import Context, StepContext
+from ..runtime.provenance import git_commit
 
 TARGET_RATIO, TARGET_OVERHEAD = 0.95, 0.10
 OVERHEAD_MODELS = ("resnet20", "vgg16")  # compute-bound models, where the overhead target applies
@@ -72,10 +72,10 @@ def _batch(model_name: str, batch: int, rank: int, step: int):
 
 def bench_ddp(backend: Backend, model_name: str, batch: int, steps: int, repeats: int,
               algorithm: dict | None = None) -> dict:
-    from .algorithms import algorithm_config
-    from .runtime.loop import train_step
-    from .runtime.precision import MixedPrecision
-    from .straggler import StragglerModel, straggler_config
+    from ..algorithms import algorithm_config
+    from ..runtime.loop import train_step
+    from ..runtime.precision import MixedPrecision
+    from ..runtime.straggler import StragglerModel, straggler_config
 
     rank, world = backend.rank, backend.world
     optim = SGDConfig(lr=0.01)  # momentum 0.9, Nesterov, weight decay 1e-4 (the defaults): as DDP's below
@@ -168,7 +168,7 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--algorithm", default="{}", help="allreduce_sgd's settings as JSON, e.g. '{\"bucket_mb\": 4}'")
     a = ap.parse_args(argv)
-    from .runtime.loop import steady_heap
+    from ..runtime.loop import steady_heap
 
     steady_heap()  # as the runtime: the heap keeps what a step frees (all three contenders share it)
     torch.set_num_threads(1)

@@ -62,10 +62,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .errors import ConfigError
-from .flat import flat_grads, flat_params, write_params
-from .optim import build_optimizer
-from .protocol import Algorithm, ServeContext
+from ..errors import ConfigError
+from ..comm.flat import flat_grads, flat_params, write_params
+from ..optim import build_optimizer
+from ..protocol import Algorithm, ServeContext
 
 HEADER = 5
 PUSH, DONE, FETCH = 0.0, 1.0, 2.0

@@ -177,7 +177,7 @@ class BackwardOverlap:
     :mod:`impls.algorithms.allreduce_sgd`, as DDP's reducer).
 
     Each parameter's hook moves its fresh gradient into its bucket view, divided by
-    ``divisor`` in the same pass (:meth:`impls.flat.GradientBuckets.fill`), and makes the view
+    ``divisor`` in the same pass (:meth:`impls.comm.flat.GradientBuckets.fill`), and makes the view
     its ``.grad``; ``launch(i)`` starts bucket ``i``'s communication and returns its handle.
     Armed by :meth:`armed` (around the forward/backward pass of a step); a backward pass
     outside it (a calibration pass, a closure) leaves every hook idle."""

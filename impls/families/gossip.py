@@ -1,7 +1,7 @@
 """Gossip machinery shared by the synchronous decentralized methods (sgp, osgp, dpsgd, d2).
 
 A *round* is one application of a graph's mixing matrix ``W`` at iteration ``itr``
-(see :mod:`impls.topology`): rank ``i`` pre-scales its vector by its own weight
+(see :mod:`impls.comm.topology`): rank ``i`` pre-scales its vector by its own weight
 ``a_i = 1 / (k_i + 1)`` (``k_i`` out-peers), keeps that share and sends the same
 scaled vector to each out-peer with non-blocking ``comm.isend``, while ``comm.irecv``
 collects the in-peers' scaled vectors.  Because the *sender* scales, the receiver
@@ -17,7 +17,7 @@ that absorb them later (overlap SGP).
 spectral gap, the local optimizer without its coupled L2 term, equal (or deliberately
 perturbed) replicas, and for the PushSum methods the numerator ``x`` and weight ``w``.
 
-Also here (flat vectors come from :mod:`impls.flat`): the gradient of the L2 term taken at
+Also here (flat vectors come from :mod:`impls.comm.flat`): the gradient of the L2 term taken at
 the point where the gradient was computed, and the per-rank initial perturbation
 (``init_spread``) that lets tests and experiments start replicas apart.
 """
@@ -31,12 +31,12 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from .comm import Communicator, Handle, nbytes
-from .errors import ConfigError
-from .flat import flat_params
-from .optim import LocalOptimizer, build_optimizer
-from .protocol import Algorithm
-from .topology import TOPOLOGIES, Graph, build_topology, period_spectral_gap
+from ..comm.communicator import Communicator, Handle, nbytes
+from ..errors import ConfigError
+from ..comm.flat import flat_params
+from ..optim import LocalOptimizer, build_optimizer
+from ..protocol import Algorithm
+from ..comm.topology import TOPOLOGIES, Graph, build_topology, period_spectral_gap
 
 
 class Round:

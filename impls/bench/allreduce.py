@@ -1,4 +1,4 @@
-"""Timing the all-reduce algorithms of :mod:`impls.allreduce` (the survey's all-reduce study).
+"""Timing the all-reduce algorithms of :mod:`impls.comm.allreduce` (the survey's all-reduce study).
 
 * :func:`sim_times`: on a simulated platform, every algorithm at every size, for several
   world sizes, in ONE SimGrid simulation (one process): the engine gets ``max(nodes)`` hosts;
@@ -11,8 +11,8 @@
   algorithm and gloo's own ``all_reduce`` (``gloo``) timed ``reps`` times, interleaved; the
   median over repetitions of the slowest rank's time.
 
-``python -m impls.allreduce_bench sim --platform ethernet_10g --nodes 2,4 --sizes 1e3,1e6``
-prints the rows as one JSON line; ``torchrun --nproc-per-node=2 -m impls.allreduce_bench real
+``python -m impls.bench.allreduce sim --platform ethernet_10g --nodes 2,4 --sizes 1e3,1e6``
+prints the rows as one JSON line; ``torchrun --nproc-per-node=2 -m impls.bench.allreduce real
 --sizes 1e3,1e6 --out F.json`` writes them (rank 0).
 """
 
@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .allreduce import ALGORITHMS, all_reduce
+from ..comm.allreduce import ALGORITHMS, all_reduce
 
 
 def sim_times(pcfg: Any, nodes: Sequence[int], sizes: Sequence[float], algorithms: Sequence[str] = ALGORITHMS,
@@ -34,8 +34,8 @@ def sim_times(pcfg: Any, nodes: Sequence[int], sizes: Sequence[float], algorithm
     """Simulated seconds of each (n, algorithm, size) on platform config ``pcfg``."""
     import simgrid
 
-    from .backends.sim import SimBackend
-    from .sim.engine import run_actors
+    from ..backends.sim import SimBackend
+    from ..sim.engine import run_actors
 
     nodes, top = sorted(set(int(n) for n in nodes)), max(int(n) for n in nodes)
 
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     if bad:
         ap.error(f"--algorithms: unknown {bad}; allowed: {', '.join(ALGORITHMS)}")
     if args.mode == "sim":
-        from .sim.platforms import platform_config
+        from ..sim.platforms import platform_config
 
         if not (args.platform and args.nodes):
             ap.error("sim needs --platform and --nodes")
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = sim_times(platform_config(spec), [int(x) for x in _floats(args.nodes)], _floats(args.sizes), algorithms)
         print(json.dumps(rows))
         return
-    from .backends import current_backend
+    from ..backends import current_backend
 
     backend = current_backend("gloo")
     rows = real_times(backend, _floats(args.sizes), algorithms, args.reps)

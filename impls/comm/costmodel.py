@@ -21,7 +21,7 @@ ring reduce-scat. (n-1) (alpha + S/(n b))      S (n-1)/n    (S = the whole input
 point-to-point    alpha + S/b                  S
 ================  ==========================  ===================================
 
-:func:`allreduce_cost` is the exact critical path of :mod:`impls.allreduce`'s point-to-point
+:func:`allreduce_cost` is the exact critical path of :mod:`impls.comm.allreduce`'s point-to-point
 all-reduce algorithms (the survey's study, non-power-of-two worlds included).
 :func:`collective_cost` returns both numbers; the communicator uses the bytes to count
 the traffic of collectives, which happens inside the backend (gloo / NCCL), with the
@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 
 ALGORITHMS = ("ring", "tree", "recursive_doubling")  # the simulated backend's built-in all-reduce
-#: all-reduce algorithms of :mod:`impls.allreduce` (point to point, real and simulated ranks)
+#: all-reduce algorithms of :mod:`impls.comm.allreduce` (point to point, real and simulated ranks)
 P2P_ALLREDUCE = ("ring", "tree", "recursive_doubling", "rabenseifner", "ps")
 
 
@@ -89,7 +89,7 @@ def collective_cost(op: str, nbytes: int, world: int, algorithm: str = "ring") -
 
 
 def allreduce_cost(algorithm: str, nbytes: float, world: int) -> Cost:
-    """The critical path of :mod:`impls.allreduce`'s ``algorithm`` on ``world`` ranks, a
+    """The critical path of :mod:`impls.comm.allreduce`'s ``algorithm`` on ``world`` ranks, a
     payload of ``nbytes`` per rank: ``steps`` sequential messages and ``wire_bytes`` on the
     busiest link along it (time = steps alpha + wire_bytes / beta, :func:`alpha_beta_seconds`);
     ``bytes_sent`` / ``bytes_recv``: the mean over ranks.

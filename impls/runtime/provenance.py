@@ -18,7 +18,7 @@ PACKAGES = ("torch", "torchvision", "numpy", "pandas", "scikit-learn", "snakemak
 
 
 def git_commit(cwd: str | os.PathLike | None = None) -> str:
-    cwd = cwd or Path(__file__).resolve().parent.parent
+    cwd = cwd or Path(__file__).resolve().parents[2]  # the checkout (impls/runtime/ -> ..)
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
         commit = out.stdout.strip() if out.returncode == 0 else "unknown"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from distrepro_wf import session
-from distrepro_wf.collect import echo_failures
+from distrepro_wf.pipeline import session
+from distrepro_wf.pipeline.collect import echo_failures
 
 min_version("9.0")
 
-# A lock left by a killed invocation is removed, a live one's kept (distrepro_wf/session.py).
+# A lock left by a killed invocation is removed, a live one's kept (distrepro_wf/pipeline/session.py).
 if workflow.is_main_process:
     if session.clear_stale_lock(Path.cwd()):
         print("removed a stale lock of a killed invocation (.snakemake/locks)", file=sys.stderr)

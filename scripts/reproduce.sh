@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # a --configfile's YAML syntax error, named with its file and line before Snakemake reads it
-.venv/bin/python -m distrepro_wf.precheck "$@"
+.venv/bin/python -m distrepro_wf.pipeline.precheck "$@"
 .venv/bin/snakemake --profile profiles/local "$@"
 echo "report: $(pwd)/reports/index.html"

@@ -34,7 +34,7 @@
 #   proctrack/linuxproc + task/none (DISTREPRO_SLURM_PROCTRACK=linuxproc forces it),
 #   which loses processes reparented to init.
 # * Several "nodes" on this one node: a job asks for them as tasks with --overcommit
-#   (launcher.emulate_nodes, distrepro_wf/launch.py); more tasks than CPUs otherwise wait
+#   (launcher.emulate_nodes, distrepro_wf/pipeline/launch.py); more tasks than CPUs otherwise wait
 #   forever.
 set -euo pipefail
 DIR=${DISTREPRO_SLURM_DIR:-/tmp/distrepro-slurm}

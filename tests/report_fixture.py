@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distrepro_wf import claims as wfclaims
-from distrepro_wf import published as wfpublished
-from distrepro_wf.collect import KEYS, backend_columns, summarize, write_atomic
-from distrepro_wf.config import Run, run_config
+from distrepro_wf.claims import evaluate as wfclaims
+from distrepro_wf.claims import published as wfpublished
+from distrepro_wf.pipeline.collect import KEYS, backend_columns, summarize, write_atomic
+from distrepro_wf.pipeline.config import Run, run_config
 
 WORKLOAD = {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]}, "batch_size": 16, "epochs": 4,
             "target": {"metric": "acc/val", "value": 0.8}}
@@ -192,7 +192,7 @@ CONTROL = {"sgp_epoch_faster_than_ar": ("SGP / AR-SGD on the fast network (fixtu
 
 
 def add_claim_columns(results: pd.DataFrame, published: Any) -> pd.DataFrame:
-    from distrepro_wf.evidence import claim_frame
+    from distrepro_wf.report.evidence import claim_frame
 
     framed = claim_frame(results, published.claims, published.papers)
     out = results.copy()
@@ -210,9 +210,9 @@ def add_claim_columns(results: pd.DataFrame, published: Any) -> pd.DataFrame:
 
 def render(root: Path, config: dict[str, Any] | None = None) -> list[Path]:
     """Tables -> figures -> claims -> report under ``root`` (results/ and reports/), as the pipeline does."""
-    from distrepro_wf.evidence import claim_frame, plotted
-    from distrepro_wf.plots import FIGURES, FOREST_PAGES, draw, forest, read_tables, tornado
-    from distrepro_wf.report import build
+    from distrepro_wf.report.evidence import claim_frame, plotted
+    from distrepro_wf.report.plots import FIGURES, FOREST_PAGES, draw, forest, read_tables, tornado
+    from distrepro_wf.report.build import build
 
     config = copy.deepcopy(config or CONFIG)
     tables = root / "results" / "tables"

@@ -1,6 +1,6 @@
 """One ``python -m impls.sim --serve`` for the whole test session.
 
-The pipeline runs simulated runs through that fork server (``distrepro_wf.runs``): it
+The pipeline runs simulated runs through that fork server (``distrepro_wf.pipeline.runs``): it
 imports torch, SimGrid and the registries once and forks one child per run, which runs
 exactly what ``python -m impls.sim --config`` runs (``impls.sim.__main__.run_one``).  A
 test that starts the plain command per simulation pays those ~3 s of start-up every time;

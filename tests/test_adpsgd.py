@@ -16,7 +16,7 @@ import yaml
 
 from conftest import ROOT, launch, make_config
 
-from distrepro_wf.config import validate
+from distrepro_wf.pipeline.config import validate
 from impls.algorithms import algorithm_config
 from impls.data import build_dataset
 from impls.errors import ConfigError

@@ -1,4 +1,4 @@
-"""distrepro_wf.arstudy: the all-reduce study's tables, claims and checks (pure; the timings
+"""distrepro_wf.bench.arstudy: the all-reduce study's tables, claims and checks (pure; the timings
 themselves are tests/test_allreduce_algorithms.py's)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from distrepro_wf import arstudy
+from distrepro_wf.bench import arstudy
 from impls.comm.allreduce import ALGORITHMS, DUPLEX
 from impls.comm.costmodel import allreduce_cost, alpha_beta_seconds
 from impls.errors import ConfigError

@@ -1,8 +1,8 @@
 """The benchmark CSVs (results/bench/): their columns and values, exactly.
 
 * step_time_vs_allreduce.csv: each method's time per step over seeds and its ratio to
-  allreduce_sgd's at the same experiment, nodes and straggler (distrepro_wf.bench);
-* pipeline_wall.csv: one row per pipeline invocation (distrepro_wf.timing);
+  allreduce_sgd's at the same experiment, nodes and straggler (distrepro_wf.bench.tables);
+* pipeline_wall.csv: one row per pipeline invocation (distrepro_wf.pipeline.timing);
 * allreduce_vs_ddp.csv: one row per (model, nodes) from a real 2-rank torchrun launch of
   ``impls.bench.ddp ddp`` (timings vary; what they are computed from and the setting do not).
 """
@@ -20,8 +20,8 @@ import pytest
 import torch
 import yaml
 
-from distrepro_wf.bench import step_time_targets, step_time_vs_allreduce
-from distrepro_wf.timing import append_pipeline_row
+from distrepro_wf.bench.tables import step_time_targets, step_time_vs_allreduce
+from distrepro_wf.pipeline.timing import append_pipeline_row
 from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +123,7 @@ def test_ddp_benchmark_csv_from_a_real_launch(tmp_path):
 def test_ddp_benchmark_settings_and_launches():
     """benchmarks.ddp_compare: defaults, per-model steps, one launch per (model, nodes); bad input
     names the key and the allowed values before any launch."""
-    from distrepro_wf.ddpbench import bench_spec, commands
+    from distrepro_wf.bench.ddpbench import bench_spec, commands
     from impls.errors import ConfigError
 
     spec = bench_spec({"models": ["mlp", "vgg16"], "nodes": [2], "steps": {"vgg16": 3}})

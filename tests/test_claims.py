@@ -16,12 +16,12 @@ import yaml
 from scipy import stats as scipy_stats
 
 import report_fixture as rf
-from distrepro_wf import claims as wfclaims
-from distrepro_wf import published as wfpublished
-from distrepro_wf import stats as wfstats
-from distrepro_wf import catalogue as wfcatalogue
-from distrepro_wf.collect import summarize
-from distrepro_wf.report import build
+from distrepro_wf.claims import evaluate as wfclaims
+from distrepro_wf.claims import published as wfpublished
+from distrepro_wf.claims import stats as wfstats
+from distrepro_wf.pipeline import catalogue as wfcatalogue
+from distrepro_wf.pipeline.collect import summarize
+from distrepro_wf.report.build import build
 from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -419,7 +419,7 @@ def test_time_to_target_counts_the_runs_that_never_reach_it(tmp_path):
 
 def test_censored_verdict_rule():
     """:func:`claims.censored_verdict`, step by step (a / b < 1: a must be sooner)."""
-    from distrepro_wf.survival import LogRank, Median
+    from distrepro_wf.claims.survival import LogRank, Median
 
     less = {"op": "<", "value": 1.0, "tolerance": 0.0}
     med = lambda m, k, n=5: Median(m, math.nan, math.inf, k, n)  # noqa: E731
@@ -853,7 +853,7 @@ def test_claims_table_whose_text_columns_are_all_empty_still_renders():
     """A grid where every claim is "not comparable" writes empty setting/page/scale cells, which
     read back as float NaN; the report's claim frame fills them with text (this crashed the
     forest rule on the smoke config)."""
-    from distrepro_wf.evidence import claim_frame
+    from distrepro_wf.report.evidence import claim_frame
 
     csv = "claim,paper,experiment,compare,nodes,straggler,status,provisional,setting,page,scale\n" \
           "c1,sgp,sgp_sim,ratio,,,not comparable,,,,\n"
@@ -866,7 +866,7 @@ def test_tta_table_counts_every_run_and_compares_with_log_rank():
     """The report's time-to-accuracy table: "reached k of n", Kaplan-Meier medians, the log-rank
     p against AR-SGD; a method that never arrives has an undefined median, not a missing row, and
     its misses are not averaged away (the old table: the mean of the 4 runs that arrived)."""
-    from distrepro_wf.evidence import tta_display, tta_table
+    from distrepro_wf.report.evidence import tta_display, tta_table
 
     runs = _tta_runs([1.0, 1.1, 1.2, 1.3, None], [2.0, 2.1, 2.2, 2.3, 2.4])
     runs = pd.concat([runs, _tta_runs([None] * 5, [None] * 5).query("method == 'sgp_1peer'")
@@ -884,7 +884,7 @@ def test_tta_table_counts_every_run_and_compares_with_log_rank():
     # a workload without a target: no table (not a table of misses)
     assert tta_table(runs.assign(target_value=np.nan), "allreduce_sgd").empty
     # the baseline is the config's (report.baseline), not a name in the code
-    from distrepro_wf.config import report_settings
+    from distrepro_wf.pipeline.config import report_settings
 
     base = report_settings({"report": {"baseline": "sgp_1peer"}})["baseline"]
     rows = {r["method"]: r for r in tta_display(tta_table(runs, base), "simulated time", base)}
@@ -895,8 +895,8 @@ def test_report_settings_come_from_config_over_the_schema_default():
     """Colours and the baseline are config (schema default: the house colours, AR-SGD blue):
     a config colours a new method and keeps the others; a malformed colour is refused naming
     the key."""
-    from distrepro_wf.config import check_schema, report_settings
-    from distrepro_wf.plots import method_colour
+    from distrepro_wf.pipeline.config import check_schema, report_settings
+    from distrepro_wf.report.plots import method_colour
 
     assert report_settings(None)["baseline"] == "allreduce_sgd"
     assert method_colour("allreduce_sgd") == "#1f77b4"
@@ -1019,7 +1019,7 @@ def fixture_tables(tmp_path_factory):
 
 def _drawn_axes(monkeypatch, name: str, tables: dict, path: Path) -> list:
     """The axes figure ``name`` draws (read just before it is saved) and the file's notes."""
-    from distrepro_wf import plots
+    from distrepro_wf.report import plots
 
     seen = []
     real = plots._save
@@ -1037,7 +1037,7 @@ def test_simulated_time_is_labelled_simulated_on_every_axis(fixture_tables, tmp_
     """Every time axis says the runs' kind of time: "simulated time" for the simulated experiment
     (sgp_sim, whose curves read evals.csv, which has no time kind of its own), "wall-clock time" for
     real ranks; never "wall" for simulated runs."""
-    from distrepro_wf.plots import read_tables
+    from distrepro_wf.report.plots import read_tables
 
     for e, word, never in (("sgp_sim", "simulated time", "wall"), ("sgp", "wall-clock time", "simulated")):
         t = read_tables(fixture_tables / e)
@@ -1051,7 +1051,7 @@ def test_loss_panel_has_the_training_loss_and_placeholders_say_why(fixture_table
     """The convergence figure of an experiment whose curves are evals.csv (no training loss there)
     draws the training loss from epochs.csv: no empty panel; a figure without data is a
     placeholder whose reason the report prints instead of the image."""
-    from distrepro_wf.plots import figure_notes, read_tables
+    from distrepro_wf.report.plots import figure_notes, read_tables
 
     t = read_tables(fixture_tables / "sgp_sim")
     axes = _drawn_axes(monkeypatch, "loss_vs_epoch", t, tmp_path / "loss.png")
@@ -1067,8 +1067,8 @@ def test_a_same_accuracy_claim_needs_both_sides_at_their_plateau():
     rises in its last quarter (the mean of the last quarter of its evaluations minus the quarter
     before) is not at its plateau, and the setting is refused naming it.  The curves are the
     default run's ps_modes_plateau seeds 3 (DDCGU) and 1 (synchronous) at 10 epochs."""
-    from distrepro_wf import mechanisms
-    from distrepro_wf.collect import _late_gain
+    from distrepro_wf.claims import mechanisms
+    from distrepro_wf.pipeline.collect import _late_gain
 
     ddcgu = pd.Series([42.6, 55.2, 59.9, 69.1, 72.7, 84.1, 89.1, 86.1, 93.0, 94.7]) / 100
     sync = pd.Series([54.9, 76.9, 90.3, 91.4, 92.8, 92.5, 93.3, 95.0, 94.7, 94.4]) / 100

@@ -9,9 +9,9 @@ import math
 
 import pytest
 
-from distrepro_wf import claims as wfclaims
-from distrepro_wf import closedform as cf
-from distrepro_wf import sensitivity as sens
+from distrepro_wf.claims import evaluate as wfclaims
+from distrepro_wf.claims import closedform as cf
+from distrepro_wf.claims import sensitivity as sens
 
 # C = 0.2 s, B = 100 MB, bw = 1 GB/s, alpha = 50 us, n = 8
 P = cf.Point(compute_s=0.2, model_bytes=100e6, bandwidth=1e9, latency_s=50e-6, nodes=8)

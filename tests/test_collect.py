@@ -1,7 +1,7 @@
 """Collection and run bookkeeping on hand-written run directories (no launch, no Snakemake).
 
 Runs are written in the real formats: metrics through ``impls.runtime.metrics.MetricsWriter``,
-outcomes through ``distrepro_wf.runs.ok_outcome``, the layout of ``distrepro_wf.runs``.
+outcomes through ``distrepro_wf.pipeline.runs.ok_outcome``, the layout of ``distrepro_wf.pipeline.runs``.
 Values are binary fractions, so aggregates are asserted exactly.
 """
 
@@ -20,8 +20,10 @@ import pandas as pd
 import pytest
 from conftest import make_config
 
-from distrepro_wf import runs, session
-from distrepro_wf.collect import KEYS, collect, failure_summary, summarize, write_atomic
+from distrepro_wf.pipeline import runs
+
+from distrepro_wf.pipeline import session
+from distrepro_wf.pipeline.collect import KEYS, collect, failure_summary, summarize, write_atomic
 from impls.runtime.metrics import MetricsWriter
 from impls.runtime import trainer
 
@@ -363,7 +365,7 @@ def test_breakdown_takes_the_simulated_op_costs_out_of_the_sync_part():
     shows them apart and still adds up to the epoch; where a background activity paid more
     than the worker's sync time (AD-PSGD's gossip), they are scaled down to fit it; a run
     without them (real ranks) has NaN parts and its communication untouched."""
-    from distrepro_wf.collect import breakdown
+    from distrepro_wf.pipeline.collect import breakdown
 
     t = pd.DataFrame({"time/compute_s_mean": [1.0], "time/sync_s_mean": [0.5], "time/straggler_delay_s_mean": [0.0],
                       "time/arith_s_mean": [0.1], "time/optim_s_mean": [0.05], "time/copy_s_mean": [0.05],
@@ -385,7 +387,7 @@ def test_collective_wait_counts_only_steps_no_rank_ended_before_the_last_arrived
     wait.  Step 1 (an all-reduce: both end after rank 1 arrives at 1.25): rank 0 waited 0.25 s;
     step 2 (gossip-like: rank 0 ended at 2.0 before rank 1 arrived at 2.5): nothing; the breakdown
     moves the mean rank's wait from communication to straggler wait, the parts still adding up."""
-    from distrepro_wf.collect import breakdown, collective_wait
+    from distrepro_wf.pipeline.collect import breakdown, collective_wait
 
     def step(rank, s, wall, sync):
         return {"kind": "step", "epoch": 0, "step": s, "rank": rank, "time/wall_s": wall, "time/sync_s": sync}
@@ -403,7 +405,7 @@ def test_collective_wait_counts_only_steps_no_rank_ended_before_the_last_arrived
 def test_bytes_at_the_model_size_the_times_use():
     """Under a paper profile the simulated network carries the paper model's bytes: runs.csv gets
     the bytes at that size (wire_scale from the provenance; older runs: model_mb / fp32 params)."""
-    from distrepro_wf.collect import model_size
+    from distrepro_wf.pipeline.collect import model_size
 
     sim = {"time": {"kind": "simulated (SimGrid)", "model_mb": 102.0, "wire_scale": 4.0}}
     assert model_size(sim, {"params": 10}) == {"wire_scale": 4.0, "model_mb": 102.0}

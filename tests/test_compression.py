@@ -328,10 +328,10 @@ def test_compressed_sgd_on_real_and_simulated_ranks(tmp_path):
     assert json.loads((sim / "out" / "provenance.json").read_text())["backend"] == "simgrid"
 
 
-# -- the throughput benchmark's helper (distrepro_wf/compbench.py) ---------------------------
+# -- the throughput benchmark's helper (distrepro_wf/bench/compbench.py) ---------------------------
 
 def test_compression_benchmark_rows_and_ratios():
-    from distrepro_wf.compbench import COLUMNS, best_times, measure
+    from distrepro_wf.bench.compbench import COLUMNS, best_times, measure
 
     calls = []
     t = best_times({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeat=3)
@@ -344,7 +344,7 @@ def test_compression_benchmark_rows_and_ratios():
     assert ((gbps - df["input_gbps"]).abs() <= 1e-3 + gbps * 0.6e-6 / (df["seconds"] - 0.5e-6)).all()
     assert ((df["ratio"] - df["input_gbps"] / df["memcpy_gbps"]).abs() <= 0.02 * df["ratio"] + 1e-3).all()
     # the fused kernels' graphs (what torch.compile is given) compute the compressor's output
-    from distrepro_wf.compbench import _blockwise_sign_pack
+    from distrepro_wf.bench.compbench import _blockwise_sign_pack
     x = vec(1000)
     bits, scales = _blockwise_sign_pack(x, 64)  # 15 full blocks and a tail of 40
     ref = build({"name": "sign", "scale": "mean_abs", "block": "size", "block_size": 64}).compress(x)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distrepro_wf.config import expand, run_config, validate
+from distrepro_wf.pipeline.config import expand, run_config, validate
 from impls.errors import ConfigError
 from impls.config.runconfig import resolve
 
@@ -120,7 +120,7 @@ def test_simulated_experiment_run_config(cfg):
     """backend/platform/profile reach the run config (a method's override wins); real-rank
     runs keep the launcher's process-group backend; simulated runs are not warned about
     oversubscription (one process each)."""
-    from distrepro_wf.config import oversubscription_warnings
+    from distrepro_wf.pipeline.config import oversubscription_warnings
 
     c = copy.deepcopy(cfg)
     c["experiments"]["sgp_sim"]["methods"]["osgp"]["profile"] = {"name": "fixed", "step_ms": 5}

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from datafiles import write_cifar10
-from distrepro_wf.config import check_config_files, validate
+from distrepro_wf.pipeline.config import check_config_files, validate
 from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -261,7 +261,7 @@ def test_config_files_are_read_strictly(tmp_path, text, message):
 
 
 def test_aliases_within_the_bound_still_load(tmp_path):
-    from distrepro_wf.yamlio import MAX_ALIAS_NODES, loads_yaml
+    from distrepro_wf.pipeline.yamlio import MAX_ALIAS_NODES, loads_yaml
 
     doc = loads_yaml("w: &w {lr: 0.1, milestones: [1, 2]}\nv: *w\nu: {<<: *w, gamma: 0.2}\n", "c.yaml")
     assert doc == {"w": {"lr": 0.1, "milestones": [1, 2]}, "v": {"lr": 0.1, "milestones": [1, 2]},
@@ -320,14 +320,14 @@ def test_the_pipeline_stops_before_any_job_and_keeps_earlier_results(tmp_path, c
 
 
 def test_the_reproduce_precheck_names_the_file_and_line_of_a_yaml_syntax_error(tmp_path):
-    from distrepro_wf.precheck import config_files, main
+    from distrepro_wf.pipeline.precheck import config_files, main
 
     assert config_files(["--cores", "2", "--configfile", "a.yaml", "b.yaml", "-n"]) == ["a.yaml", "b.yaml"]
     assert config_files(["--configfiles=c.yaml", "--configfile", "d.yaml"]) == ["c.yaml", "d.yaml"]
     assert config_files(["--cores", "2"]) == []
     bad = tmp_path / "bad.yaml"
     bad.write_text("experiments:\n  a: [1, 2\n")
-    proc = subprocess.run([sys.executable, "-m", "distrepro_wf.precheck", "--cores", "2", "--configfile", str(bad)],
+    proc = subprocess.run([sys.executable, "-m", "distrepro_wf.pipeline.precheck", "--cores", "2", "--configfile", str(bad)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert proc.stderr.strip().startswith(f"invalid configuration: {bad}: YAML syntax error: line 3, column 1")
@@ -335,7 +335,7 @@ def test_the_reproduce_precheck_names_the_file_and_line_of_a_yaml_syntax_error(t
 
 
 def test_ranks_far_beyond_the_cores_are_warned_about():
-    from distrepro_wf.config import Run, oversubscription_warnings
+    from distrepro_wf.pipeline.config import Run, oversubscription_warnings
 
     runs = [Run("a", "m", 8, "none", 1), Run("a", "m", 2, "none", 1), Run("b", "m", 4, "none", 1)]
     assert oversubscription_warnings(runs, cores=2) == [

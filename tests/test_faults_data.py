@@ -37,8 +37,8 @@ import pytest
 from test_collect import check_damaged_run, collect, tree, write_atomic, write_run  # noqa: F401  (tree: fixture)
 from test_sim_runs import sim_config
 
-from distrepro_wf import runs
-from distrepro_wf.collect import TABLES, rebuild_token, staleness_table, table_problems
+from distrepro_wf.pipeline import runs
+from distrepro_wf.pipeline.collect import TABLES, rebuild_token, staleness_table, table_problems
 from impls.sim.calibration import build_profile
 from impls.sim.profiles import profile_config
 
@@ -128,7 +128,7 @@ def test_a_run_published_before_manifests_is_checked_without_one(tmp_path, caplo
     launch = tmp_path / "n2.json"
     launch.write_text(json.dumps({"members": [{"run": str(d)}]}))
     assert not runs.has_checksums(json.loads((d / "outcome.json").read_text()))
-    with caplog.at_level(logging.INFO, logger="distrepro_wf.collect"):
+    with caplog.at_level(logging.INFO, logger="distrepro_wf.pipeline.collect"):
         _, rn, fl, _ = collect([launch])
     assert list(rn["seed"]) == [1] and fl.empty
     assert "no checksum manifest (published before manifests existed)" in caplog.text

@@ -1,7 +1,7 @@
 """Tier 1: the gossip experiments of config/config.yaml and the paper-scale config/full files validate.
 
 The full configs name dataset roots of a cluster (/datasets/...), which do not exist
-here; ``distrepro_wf.config.validate`` reads each dataset (or, for ImageNet, probes its
+here; ``distrepro_wf.pipeline.config.validate`` reads each dataset (or, for ImageNet, probes its
 layout) and checks the batches fit, so the test points every root at tiny files in the
 real format (CIFAR-10 pickles large enough for the configs' global batches, with the md5
 check off; ImageNet class folders) and validates everything else for real (schema,
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distrepro_wf.config import expand, run_config, validate
+from distrepro_wf.pipeline.config import expand, run_config, validate
 from impls.errors import ConfigError
 from impls.protocol import Context
 from impls.config.runconfig import resolve

@@ -142,7 +142,7 @@ def test_bad_settings_are_config_errors_naming_the_key():
 
 
 def test_gradients_to_target_are_the_workers_totals_interpolated_like_time():
-    from distrepro_wf.collect import to_target
+    from distrepro_wf.pipeline.collect import to_target
 
     t = pd.DataFrame({"epoch": [0, 1, 2], "step": [8, 16, 24], "time/wall_s": [1.0, 2.0, 3.0],
                       "opt/gap": [1.0, 0.1, 0.01], "opt/grad_evals": [192.0, 192.0, 192.0]})
@@ -169,9 +169,9 @@ def test_the_experiment_config_runs_every_claim_on_five_seeds():
     configured") at settings where both sides run >= 5 seeds."""
     import yaml
     from conftest import ROOT
-    from distrepro_wf import claims as wfclaims
-    from distrepro_wf import config as wfconfig
-    from distrepro_wf import published as wfpublished
+    from distrepro_wf.claims import evaluate as wfclaims
+    from distrepro_wf.pipeline import config as wfconfig
+    from distrepro_wf.claims import published as wfpublished
 
     path = ROOT / "config" / "katyusha_x.yaml"
     wfconfig.check_config_files([path])  # no key defined twice
@@ -190,7 +190,7 @@ def test_the_experiment_config_runs_every_claim_on_five_seeds():
 
 
 def test_the_benchmark_table_gives_ratios_per_seed():
-    from distrepro_wf.kxbench import katyusha_x_table
+    from distrepro_wf.bench.kxbench import katyusha_x_table
 
     rows = []
     for method, g in (("svrg", 1000.0), ("katyusha_x", 500.0)):

@@ -9,8 +9,8 @@ from conftest import ROOT
 
 
 def test_large_batch_config_and_claims_validate():
-    from distrepro_wf.config import run_config, validate
-    from distrepro_wf.published import load
+    from distrepro_wf.pipeline.config import run_config, validate
+    from distrepro_wf.claims.published import load
 
     cfg = yaml.safe_load((ROOT / "config" / "large_batch.yaml").read_text())
     runs = validate(cfg)
@@ -39,7 +39,7 @@ def test_epoch_time_figure_with_equal_times_at_every_seed(tmp_path):
     equal floats can round below them, and the figure's whiskers must not go negative."""
     import pandas as pd
 
-    from distrepro_wf.plots import epoch_time_vs_nodes
+    from distrepro_wf.report.plots import epoch_time_vs_nodes
 
     x = next(v for v in (0.1 + k * 0.0137 for k in range(1000)) if pd.Series([v] * 5).mean() > v)
     runs = pd.DataFrame({"straggler": "none", "method": "a", "nodes": [16] * 5, "time_per_epoch_s": [x] * 5})

@@ -1,4 +1,4 @@
-"""The torchrun command lines of a launch and the size of its Slurm job (distrepro_wf.launch):
+"""The torchrun command lines of a launch and the size of its Slurm job (distrepro_wf.pipeline.launch):
 exact commands locally and under Slurm, the node arithmetic, the errors, and that every torchrun
 flag we emit is one the pinned torch's own argument parser accepts with the meaning we intend.
 (The Slurm command is checked here as bash would split it, with the head node and port
@@ -12,7 +12,7 @@ import shlex
 import pytest
 from torch.distributed.run import get_args_parser
 
-from distrepro_wf.launch import (HEAD, JOB_MEM_MB, PORT, RESOURCE_KEYS, check_layouts, job_resources, slurm_layout, slurm_nodes,
+from distrepro_wf.pipeline.launch import (HEAD, JOB_MEM_MB, PORT, RESOURCE_KEYS, check_layouts, job_resources, slurm_layout, slurm_nodes,
                                  torchrun_command)
 
 PY = "/venv/bin/python"
@@ -230,11 +230,11 @@ def test_slurm_dry_run_shows_each_jobs_size(tmp_path):
 
 
 def test_one_builder_spells_every_torchrun_command():
-    """Every launch, benchmark and rerun command comes from distrepro_wf.launch (torchrun /
+    """Every launch, benchmark and rerun command comes from distrepro_wf.pipeline.launch (torchrun /
     standalone / run_command / torchrun_command): no other file of the pipeline or library
     spells out a torchrun (issue 25: it was built in 7 places)."""
     from conftest import ROOT
-    from distrepro_wf.launch import run_command, standalone
+    from distrepro_wf.pipeline.launch import run_command, standalone
 
     assert run_command(3, "c.json", "o", python="py") == [
         "py", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3", "-m", "impls.run",

@@ -1,6 +1,6 @@
 """A launch never outlives the train rule's script that started it.
 
-The script (here a stand-in that calls :func:`distrepro_wf.runs.execute_group`, as
+The script (here a stand-in that calls :func:`distrepro_wf.pipeline.runs.execute_group`, as
 ``workflows/scripts/train.py`` does) is killed mid-run, by SIGTERM (``kill``, or Snakemake
 stopping a job) or by SIGKILL (``kill -9``, the out-of-memory killer), and every process of
 its launch must be gone within seconds: torchrun and its ranks, or the simulation's fork
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.spawn
 LAUNCHER = """
 import json, sys
 from pathlib import Path
-from distrepro_wf.runs import execute_group, write_run_configs
+from distrepro_wf.pipeline.runs import execute_group, write_run_configs
 paths = write_run_configs({"run": json.loads(sys.argv[1])})
 execute_group(paths, Path("launch.json"), Path("launch.log"), {"kind": "local", "timeout_s": 300})
 """

@@ -1,4 +1,4 @@
-"""The shaped-network tier (distrepro_wf.netns): ranks as hosts in Linux network namespaces,
+"""The shaped-network tier (distrepro_wf.bench.netns): ranks as hosts in Linux network namespaces,
 veth + bridge, tc tbf; its benchmark's table; the fixed profile charged on real ranks.
 
 The launch tests need root (CI has it) and are skipped, saying why, without it."""
@@ -25,7 +25,7 @@ def _env() -> dict[str, str]:
 
 
 def _skip_reason() -> str | None:
-    from distrepro_wf import netns
+    from distrepro_wf.bench import netns
 
     try:
         netns.preflight()
@@ -38,7 +38,7 @@ needs_netns = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_re
 
 
 def test_preflight_names_what_is_missing(monkeypatch):
-    from distrepro_wf import netns
+    from distrepro_wf.bench import netns
 
     monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
     monkeypatch.setattr(netns.shutil, "which", lambda tool: None if tool == "tc" else "/usr/sbin/" + tool)
@@ -83,7 +83,7 @@ def test_charged_clock_sleeps_to_the_profile_time():
 
 
 def test_sim_vs_netns_table_ratios_and_order():
-    from distrepro_wf import netnsbench as nb
+    from distrepro_wf.bench import netnsbench as nb
 
     spec = nb.bench_spec(None)
     real = {("a", 2, 100.0): {"step": 100.0, "compute": 50.0, "comm": 40.0},
@@ -117,7 +117,7 @@ def test_the_simulated_twin_charges_the_measured_op_costs_and_gloo_overhead():
     """The simulated side of sim_vs_netns charges what the real ranks spend besides compute and
     the wire: this machine's op costs and, per message, the gloo overhead the testbed measured
     (its one-way time beyond TCP's); 'none' charges nothing; a bad choice names the key."""
-    from distrepro_wf import netnsbench as nb
+    from distrepro_wf.bench import netnsbench as nb
     from impls.sim.opcost import OpCost
 
     spec = nb.bench_spec(None)
@@ -139,7 +139,7 @@ def test_the_simulated_twin_charges_the_measured_op_costs_and_gloo_overhead():
 
 
 def test_launch_groups_put_server_ranks_on_hosts():
-    from distrepro_wf import netnsbench as nb
+    from distrepro_wf.bench import netnsbench as nb
 
     g = nb.launch_groups(nb.bench_spec({"nodes": [2], "rates_mbit": [100]}))
     assert sorted(g) == [(100.0, 2), (100.0, 3)]  # ps_sync, ps_async, signum_mv: one server host more
@@ -147,7 +147,7 @@ def test_launch_groups_put_server_ranks_on_hosts():
 
 
 def _ours(pid: int) -> list[str]:
-    from distrepro_wf import netns
+    from distrepro_wf.bench import netns
 
     return [n for n in netns.namespaces() if n.startswith(f"drn-{pid}-")]
 
@@ -163,7 +163,7 @@ def test_two_host_launch_is_shaped_and_leaves_nothing(tmp_path):
                       checkpoint=False, workload={"model": {"name": "mlp", "hidden": [256]}, "epochs": 1,
                                                   "max_steps_per_epoch": 6})
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
-    cmd = [sys.executable, "-m", "distrepro_wf.netns", "run", "--hosts", "2", "--rate-mbit", str(rate_mbit),
+    cmd = [sys.executable, "-m", "distrepro_wf.bench.netns", "run", "--hosts", "2", "--rate-mbit", str(rate_mbit),
            "--config", str(tmp_path / "cfg.json"), "--out", str(tmp_path / "out"), "--log", str(tmp_path / "log"),
            "--timeout-s", "120"]
     p = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -219,9 +219,9 @@ def test_collect_reads_the_servers_push_records_and_plots_their_histogram(tmp_pa
     ``server/...`` columns and run-level staleness; its push records the staleness table."""
     from test_collect import write_run
 
-    from distrepro_wf import runs
-    from distrepro_wf.collect import collect, staleness_table
-    from distrepro_wf.plots import staleness as staleness_plot
+    from distrepro_wf.pipeline import runs
+    from distrepro_wf.pipeline.collect import collect, staleness_table
+    from distrepro_wf.report.plots import staleness as staleness_plot
     from impls.runtime.metrics import MetricsWriter
 
     run_dir = write_run(tmp_path, 1)
@@ -255,7 +255,7 @@ def test_collect_reads_the_servers_push_records_and_plots_their_histogram(tmp_pa
 
 
 def test_tta_ratio_to_sync_is_a_geometric_mean_with_a_t_interval():
-    from distrepro_wf.psbench import tta_vs_sync
+    from distrepro_wf.bench.psbench import tta_vs_sync
 
     rows = [("ps_sync", s, v) for s, v in zip((1, 2, 3), (10.0, 20.0, 40.0))]
     rows += [("ddcgu", s, v) for s, v in zip((1, 2, 3), (5.0, 10.0, 20.0))]
@@ -272,7 +272,7 @@ def test_tta_ratio_to_sync_is_a_geometric_mean_with_a_t_interval():
 def test_server_throughput_benchmark_on_real_ranks(tmp_path):
     from conftest import TINY_WORKLOAD
 
-    from distrepro_wf.psbench import server_throughput
+    from distrepro_wf.bench.psbench import server_throughput
 
     with open(tmp_path / "log", "w") as log:
         df = server_throughput({"workers": [1, 2], "servers": [1], "steps": 12}, {"tiny": TINY_WORKLOAD}
@@ -282,7 +282,7 @@ def test_server_throughput_benchmark_on_real_ranks(tmp_path):
 
 
 #: the closed forms' tolerance against the simulated platform, relative.  What the closed forms
-#: simplify (distrepro_wf.closedform.ps_step_s): every message on the wire at the duplex rate
+#: simplify (distrepro_wf.claims.closedform.ps_step_s): every message on the wire at the duplex rate
 #: (beta, with the 5 % of a link that the reverse flows' acknowledgments take, LV08), whereas a
 #: phase where only one direction carries data gets 5 % more; ps_sync's replies that overlap on
 #: the link are charged as finishing together.  So 5 %: the acknowledgment share, the largest
@@ -317,8 +317,8 @@ def test_closed_form_round_matches_the_simulated_server(algo, factor, tmp_path):
     (110 ms, their compute rate).  Two servers: each push and reply in halves that pipeline
     staging and wire (136 ms); three pushes in flight: a worker sleeps only the staging of its
     push and of the reply it installs (107 ms)."""
-    from distrepro_wf import closedform as cf
-    from distrepro_wf import sensitivity as sens
+    from distrepro_wf.claims import closedform as cf
+    from distrepro_wf.claims import sensitivity as sens
 
     straggler = slow(factor) if factor != 1 else {}
     cfg = sim_config(algo, 4, platform="infiniband_100g", profile=PS_PROFILE,
@@ -341,8 +341,8 @@ def test_link_bound_server_closed_form_and_the_lockstep_of_equal_async_workers(t
     (0.60 s, the pipelined steady state real TCP falls into): max-min fair sharing gives two pushes
     sent together equal rates, so they land together and so do the replies, and nothing in the
     fluid model breaks the symmetry.  A property of the network model, not of ps_async."""
-    from distrepro_wf import closedform as cf
-    from distrepro_wf import sensitivity as sens
+    from distrepro_wf.claims import closedform as cf
+    from distrepro_wf.claims import sensitivity as sens
 
     star = {"name": "star", "nic_gbps": 0.1, "latency_us": 50.0}
     prof = {"name": "fixed", "step_ms": 150.0, "model_mb": 2.6}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distrepro_wf import published as wfpublished
+from distrepro_wf.claims import published as wfpublished
 from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

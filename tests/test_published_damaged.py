@@ -2,7 +2,7 @@
 do to numbers.csv, sources.csv or claims.yaml is one clear ConfigError naming the file, the row or
 claim and the key, never a bare KeyError, UnicodeDecodeError or ``<unicode string>``.
 
-Each case damages a copy of the shipped files and loads it with :func:`distrepro_wf.claims.load`
+Each case damages a copy of the shipped files and loads it with :func:`distrepro_wf.claims.evaluate.load`
 (the pipeline's loader, given the copy's directory).  Also the published half of the fault and
 bad-input suite of issue 26 (rows 6-9): a claim naming an experiment no config file defines, an
 unknown control experiment, a non-finite number, a pass region outside the metric's bounds, and
@@ -23,7 +23,7 @@ from typing import Callable
 import pytest
 import yaml
 
-from distrepro_wf import published as wfpublished
+from distrepro_wf.claims import published as wfpublished
 from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 import report_fixture as rf
-from distrepro_wf import claims as wfclaims
-from distrepro_wf.plots import FIGURES, figure_notes
+from distrepro_wf.claims import evaluate as wfclaims
+from distrepro_wf.report.plots import FIGURES, figure_notes
 
 pytestmark = pytest.mark.skipif(os.environ.get("DISTREPRO_NO_BROWSER") == "1",
                                 reason="DISTREPRO_NO_BROWSER=1: browser tests switched off")

@@ -190,8 +190,8 @@ def test_a_launch_group_forks_its_simulations_from_one_server(tmp_path):
     each is still its own process with its own outcome (ok, refused by the runtime, killed by
     the per-run timeout, never reached), and the ok run's metrics equal those of the plain
     one-process command."""
-    from distrepro_wf import runs
-    from distrepro_wf.runs import execute_group, write_run_configs
+    from distrepro_wf.pipeline import runs
+    from distrepro_wf.pipeline.runs import execute_group, write_run_configs
 
     cfgs = {"ok": sim_config("allreduce_sgd", 2), "config": sim_config("allreduce_sgd", 2, workload={"epochs": 0}),
             "slow": sim_config("allreduce_sgd", 2, workload={"epochs": 5000}),

@@ -1,4 +1,4 @@
-"""The simulated platform's benchmark helpers (workflows/lib/distrepro_wf/simbench.py): the
+"""The simulated platform's benchmark helpers (workflows/lib/distrepro_wf/bench/simbench.py): the
 tables exactly, from given numbers; the child processes on tiny sizes (a 4-host collective,
 a 2-rank simulation of 2 steps, a child killed at its timeout)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from distrepro_wf import simbench
+from distrepro_wf.bench import simbench
 from impls.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -42,7 +42,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from distrepro_wf.launch import JOB_MEM_MB
+from distrepro_wf.pipeline.launch import JOB_MEM_MB
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 ROOT = Path(__file__).resolve().parents[1]

@@ -160,8 +160,8 @@ def test_impls_never_imports_the_workflow():
     offenders = {str(p.relative_to(ROOT)): ln for p in sorted((ROOT / "impls").rglob("*.py"))
                  if (ln := _workflow_imports(ast.parse(p.read_text())))}
     assert offenders == {}
-    planted = "import distrepro_wf.report\nfrom workflows.lib import x\n" \
-              "def f():\n    importlib.import_module('distrepro_wf.collect')\n"
+    planted = "import distrepro_wf.report.build\nfrom workflows.lib import x\n" \
+              "def f():\n    importlib.import_module('distrepro_wf.pipeline.collect')\n"
     assert _workflow_imports(ast.parse(planted)) == [1, 2, 4]
 
 
@@ -263,3 +263,11 @@ def test_impls_top_level_holds_only_the_foundations():
     in a subpackage by concern (comm, config, families, runtime, optim, bench, ...)."""
     loose = sorted(p.name for p in (ROOT / "impls").glob("*.py") if p.name != "__init__.py")
     assert loose == ["errors.py", "protocol.py", "registry.py", "run.py"], loose
+
+
+def test_the_workflow_library_is_split_by_concern():
+    """``distrepro_wf`` is four packages (pipeline, claims, report, bench) and no loose module."""
+    lib = ROOT / "workflows" / "lib" / "distrepro_wf"
+    assert sorted(p.name for p in lib.glob("*.py")) == ["__init__.py"]
+    assert sorted(p.name for p in lib.iterdir() if (p / "__init__.py").exists()) == \
+        ["bench", "claims", "pipeline", "report"]

@@ -14,7 +14,7 @@ from fractions import Fraction as F
 
 import pytest
 
-from distrepro_wf.survival import kaplan_meier, km_median, logrank
+from distrepro_wf.claims.survival import kaplan_meier, km_median, logrank
 
 # 6-MP: 9 relapses (events) and 12 censored times
 MP_EVENTS = [6, 6, 6, 7, 10, 13, 16, 22, 23]

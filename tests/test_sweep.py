@@ -1,4 +1,4 @@
-"""The simulator's sensitivity sweep (workflows/lib/distrepro_wf/sweep.py, rule sensitivity_sweep):
+"""The simulator's sensitivity sweep (workflows/lib/distrepro_wf/claims/sweep.py, rule sensitivity_sweep):
 its parameter mapping on the simulator's knobs, the points it plans for the default config and
 the verdicts of its table.  One test runs 4 tiny simulations (2 nodes, 6 steps: a few seconds);
 the rest are milliseconds (one torch import for the profile configs)."""
@@ -11,9 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from distrepro_wf import published as wfpublished
-from distrepro_wf import sensitivity, simbench, sweep
-from distrepro_wf.yamlio import load_yaml
+from distrepro_wf.claims import published as wfpublished
+from distrepro_wf.claims import sensitivity
+from distrepro_wf.bench import simbench
+from distrepro_wf.claims import sweep
+from distrepro_wf.pipeline.yamlio import load_yaml
 from impls.config.runconfig import resolve
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from conftest import make_config
 
-from distrepro_wf.collect import network, read_run, summarize, to_target
+from distrepro_wf.pipeline.collect import network, read_run, summarize, to_target
 from impls.runtime.worker import eval_marks
 from impls.sim.engine import simulate
 

@@ -168,7 +168,7 @@ def test_batch_list_sampler_deals_each_step_to_the_ranks():
 
 
 def test_corpus_config_errors_name_the_key(tmp_path):
-    from distrepro_wf import translation as wt
+    from distrepro_wf.pipeline import translation as wt
     from impls.errors import ConfigError
 
     assert wt.corpora({})["synth_ende"]["kind"] == "synthetic"
@@ -183,7 +183,7 @@ def test_corpus_config_errors_name_the_key(tmp_path):
             {"workload": {"dataset": {"name": "digits"}}}]
     assert wt.data_inputs(runs) == [f"{wt.data_bin('synth_ende')}/{wt.MARKER}"]
     # the generic train rule asks the registered data preparers, and names no task itself
-    from distrepro_wf import dataprep
+    from distrepro_wf.pipeline import dataprep
 
     assert dataprep.PREPARERS["translation"] is wt.corpus_marker
     assert dataprep.inputs(runs) == wt.data_inputs(runs) and dataprep.inputs(runs[1:]) == []
@@ -300,7 +300,7 @@ def test_translation_benchmark_rows(data_bin):
     """``translation.csv``'s helper on a short budget: tokens/s from the shared timing function
     at 1 thread and at 2 (with their ratio), and BLEU of the untrained model, the copy baseline
     and the model after the CPU budget, all from real decodes (scored 0-100)."""
-    from distrepro_wf.mtbench import measure
+    from distrepro_wf.bench.mtbench import measure
 
     spec = {"workload": "t", "warmup": 1, "steps": 2, "budget_cpu_s": 1.0, "warmup_steps": 5, "eval_sentences": 8}
     threads = torch.get_num_threads()

@@ -264,7 +264,7 @@ def test_timeout_is_per_run_and_failure_kinds_of_one_launch(tmp_path):
     """One real launch of four runs: ok, refused by the runtime, too slow, never reached."""
     from conftest import make_config
 
-    from distrepro_wf.runs import execute_group, launch_retry_token, plan_member, write_run_configs
+    from distrepro_wf.pipeline.runs import execute_group, launch_retry_token, plan_member, write_run_configs
 
     # the per-run limit: well above what the launch's start-up (process start, import torch,
     # rendezvous: under 10 s on a loaded 2-core machine) and the ok run (20 tiny steps) take

@@ -1,5 +1,5 @@
 """Throughput of a workload's training step (impls/runtime/throughput.py), the benchmark
-table built from it (workflows/lib/distrepro_wf/wlbench.py), and the ``fixed`` profile it
+table built from it (workflows/lib/distrepro_wf/bench/wlbench.py), and the ``fixed`` profile it
 emits for the simulated platform (python -m impls.sim.calibrate).  Timings vary: the tests
 check what is measured and what the rows and profile entries say, never how fast."""
 
@@ -15,7 +15,7 @@ import yaml
 import sim_server
 from conftest import make_config
 
-from distrepro_wf import wlbench
+from distrepro_wf.bench import wlbench
 from impls.errors import ConfigError
 from impls.runtime.throughput import profile_entry, synthetic_stand_in, time_steps
 from impls.sim.profiles import profile_config
@@ -118,7 +118,7 @@ def test_benchmark_spec_refuses_bad_keys():
 def test_calibrated_profile_is_valid_config_and_drives_a_simulated_run(tmp_path, capsys):
     """``python -m impls.sim.calibrate`` prints a profile entry the pipeline's validation accepts,
     and a simulated run charges its step_ms for every step."""
-    from distrepro_wf.config import validate
+    from distrepro_wf.pipeline.config import validate
     from impls.sim.calibrate import main
 
     main(["--workload", json.dumps(CIFAR_CNN), "--threads", "1", "--steps", "2", "--warmup", "1"])

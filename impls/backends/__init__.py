@@ -113,7 +113,7 @@ class ChargedClock(Clock):
     forward/backward still runs, then the rank sleeps ``max(0, step_s - elapsed)``, so a
     step's compute lasts ``max(step_s, real compute)``.  With the profile's time above
     the real one (the intent) every rank's compute is exactly the profile's, however
-    many ranks share the cores, and the network (a shaped one, :mod:`distrepro_wf.netns`)
+    many ranks share the cores, and the network (a shaped one, :mod:`distrepro_wf.bench.netns`)
     is what is measured.  Where the real compute exceeds ``step_s`` the step takes the
     real time (a sign the profile is too small for this machine; ``time/compute_s``
     shows it).  Only the forward/backward is charged; the rest of a step (optimizer,

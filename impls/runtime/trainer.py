@@ -110,7 +110,7 @@ def _write_run_files(out_dir: Path, raw: dict[str, Any], backend: Backend, roles
         "device": str(device),
         # wire_scale: how many times its bytes each algorithm message weighs on this clock (the
         # paper model's size / the stand-in's under a paper profile; 1 otherwise): the report
-        # shows bytes at the model size the times use (distrepro_wf.collect)
+        # shows bytes at the model size the times use (distrepro_wf.pipeline.collect)
         "time": {**clock.describe(), "wire_scale": clock.wire_scale(model_bytes)}}), indent=2))
 
 

@@ -51,7 +51,7 @@ def eval_marks(steps_per_epoch: int, evals_per_epoch: int) -> list[int]:
     """The steps into an epoch after which its ``evals_per_epoch - 1`` mid-epoch evaluations
     fall, evenly spaced (the epoch's end is the last evaluation point, as always).
 
-    Time to target is read between evaluation points (``distrepro_wf.collect``
+    Time to target is read between evaluation points (``distrepro_wf.pipeline.collect``
     interpolates), so more points make it finer; an epoch with fewer steps than points
     has one point per step at most (duplicates and the epoch's ends are dropped).
     """

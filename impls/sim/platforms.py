@@ -32,7 +32,7 @@ Presets:
 * ``star`` - a custom network: hosts on one non-blocking switch, each NIC of
   ``nic_gbps`` (both required, no default) and ``latency_us`` end to end, e.g.
   ``{name: star, nic_gbps: 0.1, latency_us: 9}`` (the shaped namespaces of
-  :mod:`distrepro_wf.netns`: their tbf rate and their measured latency).  Any preset's
+  :mod:`distrepro_wf.bench.netns`: their tbf rate and their measured latency).  Any preset's
   numbers can be overridden the same way.
 * ``fat_tree`` - a two-level, full-bisection fat tree for 64-256 nodes (16 nodes per
   leaf switch, 16 spine switches), 100 Gbit/s links, 1 us per hop.
@@ -49,7 +49,7 @@ is < 1 % of a step, so :func:`unsourced` leaves it out unless asked), and every 
 ``shared_hpc`` (racks of 8, the 8:1 uplinks, 50 % background load, 64 MB bursts: the AD-PSGD
 paper names a network-sharing cluster but not its network), and ``fat_tree``'s links.  A claim
 judged on a platform with an unsourced bandwidth number is "not comparable: platform unknown"
-(:mod:`distrepro_wf.mechanisms` ``platform_sourced``).  A value overridden in the config has no
+(:mod:`distrepro_wf.claims.mechanisms` ``platform_sourced``).  A value overridden in the config has no
 recorded source either (``star``'s are yours to answer for: both must be given).
 
 Choose one with ``platform: {name: ethernet_10g}`` (``backend: simgrid``); more hosts
@@ -84,7 +84,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                    "background_load": 0.5, "burst_mb": 64.0},
     "fat_tree": {"nic_gbps": 100.0, "latency_us": 4.0, "max_hosts": 256},
     # a network you describe: no defaults for its two numbers (e.g. the shaped namespaces
-    # of distrepro_wf.netns: their tbf rate and measured veth latency)
+    # of distrepro_wf.bench.netns: their tbf rate and measured veth latency)
     "star": {"nic_gbps": None, "latency_us": None, "max_hosts": 256},
 }
 _RACK_KEYS = ("rack_size", "uplink_gbps", "background_load", "burst_mb")

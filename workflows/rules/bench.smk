@@ -1,11 +1,11 @@
 # Benchmarks (pipeline targets writing CSV, never timed tests):
 #   snakemake --cores 2 bench
 # allreduce_vs_ddp.csv: allreduce_sgd step time (through the runtime's step) / torch DDP's, and each over a
-#   no-communication baseline, interleaved in one launch per (model, nodes) (distrepro_wf/ddpbench.py).
+#   no-communication baseline, interleaved in one launch per (model, nodes) (distrepro_wf/bench/ddpbench.py).
 # max_ranks.csv: does the tiny workload run at N ranks on this machine, and how fast.
 # step_time_vs_allreduce.csv: each method's time per step / allreduce_sgd's, same experiment,
 #   nodes and straggler setting (from the experiments' runs, i.e. measured in one pipeline run).
-# The simulated platform (impls/sim; one simulation per child process, distrepro_wf/simbench.py;
+# The simulated platform (impls/sim; one simulation per child process, distrepro_wf/bench/simbench.py;
 # settings: simbench.DEFAULTS, overridable under benchmarks.<rule's name> in the config):
 # sim_cost_model.csv: simulated ring all-reduce / alpha-beta formula, 4-64 hosts, 1 KB-100 MB.
 # sim_slowmo_table2a.csv: SlowMo Table 2a time per iteration (32 nodes, 10 GbE) simulated.
@@ -15,14 +15,14 @@
 # sim_vs_real.csv: simulated (profile measured) / real ranks' step time, 2 compute-bound ranks.
 # ps_server_throughput.csv: gradients an asynchronous server applies per second on real ranks vs workers
 #   (1 and 2 server ranks); ps_tta_vs_sync.csv: each parameter-server mode's time to target / ps_sync's
-#   under one 4x-slow worker, from the ps_modes runs of the same pipeline run (distrepro_wf/psbench.py).
+#   under one 4x-slow worker, from the ps_modes runs of the same pipeline run (distrepro_wf/bench/psbench.py).
 # katyusha_x.csv (only with config/katyusha_x.yaml): Katyusha X and SVRG's component gradients, rounds and
-#   simulated time to the target vs workers, as ratios per seed (distrepro_wf/kxbench.py).
+#   simulated time to the target vs workers, as ratios per seed (distrepro_wf/bench/kxbench.py).
 # compression_throughput.csv: sign / blockwise-sign compress + pack of 25.6M fp32 (ResNet-50) as a
-#   ratio of memcpy bandwidth measured in the same run, 1 thread and all (distrepro_wf/compbench.py).
+#   ratio of memcpy bandwidth measured in the same run, 1 thread and all (distrepro_wf/bench/compbench.py).
 # workload_throughput.csv: each shipped workload's training-step samples/s (tokens/s for translation),
 #   1 thread and all, fp32 and bf16, and the `profile:` entry a simulated node of that batch would
-#   charge here (distrepro_wf/wlbench.py; the same code as the measured profile's calibration).
+#   charge here (distrepro_wf/bench/wlbench.py; the same code as the measured profile's calibration).
 
 
 rule bench:
@@ -30,11 +30,11 @@ rule bench:
         BENCH_TABLES,  # report.smk
 
 
-from distrepro_wf import ddpbench
+from distrepro_wf.bench import ddpbench
 
 DDPBENCH_SPEC = ddpbench.bench_spec(config.get("benchmarks", {}).get("ddp_compare"))  # refused before any job
-from distrepro_wf.bench import step_time_targets
-from distrepro_wf.config import report_settings
+from distrepro_wf.bench.tables import step_time_targets
+from distrepro_wf.pipeline.config import report_settings
 
 STEP_TIME_TARGETS = step_time_targets(config.get("benchmarks", {}).get("step_time_vs_allreduce"))  # likewise
 
@@ -119,9 +119,10 @@ rule bench_sim_paper_rows:
 
 
 # sensitivity_sweep.csv (target studies, not bench: ~320 short simulations): every simulated speed claim
-#   re-simulated at both ends of each range of distrepro_wf/sensitivity.py, its verdict there against the
-#   closed form's (distrepro_wf/sweep.py; settings benchmarks.sensitivity_sweep: simbench.DEFAULTS).
-from distrepro_wf import simbench as _simbench, sweep as _sweep
+#   re-simulated at both ends of each range of distrepro_wf/claims/sensitivity.py, its verdict there against the
+#   closed form's (distrepro_wf/claims/sweep.py; settings benchmarks.sensitivity_sweep: simbench.DEFAULTS).
+from distrepro_wf.bench import simbench as _simbench
+from distrepro_wf.claims import sweep as _sweep
 
 try:
     SWEEP_SPEC = _simbench.bench_spec("sensitivity_sweep", config.get("benchmarks", {}).get("sensitivity_sweep"))
@@ -171,7 +172,7 @@ rule bench_sim_vs_real:
         "../scripts/bench_sim_vs_real.py"
 
 
-from distrepro_wf import netnsbench
+from distrepro_wf.bench import netnsbench
 
 netnsbench.bench_spec(config.get("benchmarks", {}).get("sim_vs_netns"))  # unknown keys refused before any job
 
@@ -205,7 +206,7 @@ rule bench_compression:
         "../scripts/bench_compression.py"
 
 
-from distrepro_wf import wlbench
+from distrepro_wf.bench import wlbench
 
 WLBENCH_SPEC = wlbench.bench_spec(config.get("benchmarks", {}).get("workload_throughput"))  # refused before any job
 
@@ -240,13 +241,13 @@ rule bench_ps:
         "../scripts/bench_ps.py"
 
 
-# The survey's all-reduce study (config/allreduce_study.yaml; distrepro_wf/arstudy.py), a target
+# The survey's all-reduce study (config/allreduce_study.yaml; distrepro_wf/bench/arstudy.py), a target
 # of its own (the 256-node rings take minutes; not in `bench`):  snakemake --cores 2 allreduce_study
 # allreduce_study.csv: every algorithm's time beside its alpha-beta time (simulated 2..256 nodes on
 #   10 GbE and InfiniBand; real gloo ranks on loopback); allreduce_winners.csv: which wins where;
 # allreduce_claims.csv (+ _settings): the survey's statements checked; the figure beside them.
 ARSTUDY_CONFIG = "config/allreduce_study.yaml"
-from distrepro_wf import arstudy
+from distrepro_wf.bench import arstudy
 
 
 rule allreduce_study:

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from distrepro_wf import collect as wfcollect
-from distrepro_wf import config as wfconfig
-from distrepro_wf import launch as wflaunch
-from distrepro_wf.runs import launch_retry_token
-from distrepro_wf.timing import append_pipeline_row
+from distrepro_wf.pipeline import collect as wfcollect
+from distrepro_wf.pipeline import config as wfconfig
+from distrepro_wf.pipeline import launch as wflaunch
+from distrepro_wf.pipeline.runs import launch_retry_token
+from distrepro_wf.pipeline.timing import append_pipeline_row
 from impls.errors import ConfigError
 
 #: `snakemake --cores 2 studies`: the default config and every study config in one run and one
@@ -81,7 +81,7 @@ def group_members(wc):
 
 def group_worlds(wc):
     """{run directory: processes its launch starts (None: simulated)} of launch group (experiment,
-    nodes): the train job need not import torch to work them out (distrepro_wf.runs.execute_group)."""
+    nodes): the train job need not import torch to work them out (distrepro_wf.pipeline.runs.execute_group)."""
     return {d: wflaunch.launch_world(c) for d, c in group_members(wc).items()}
 
 
@@ -115,7 +115,7 @@ def _train_resource(key):
     return lambda wc: _train_resources(wc.experiment, wc.nodes).get(key)
 
 
-# Slurm resources of each train job (launcher.kind: slurm; distrepro_wf.launch.job_resources);
+# Slurm resources of each train job (launcher.kind: slurm; distrepro_wf.pipeline.launch.job_resources);
 # every launch must fit the layout (its ranks split evenly over the hosts it needs)
 TRAIN_SLURM_RESOURCES = {}
 if LAUNCHER.get("kind") == "slurm":
@@ -156,5 +156,5 @@ def tables_token(experiment):
     place: a half row, fewer rows than the runs on disk) is set aside, which changes this token,
     so that collect rebuilds it (and what was made from it) rather than anyone trusting it:
     Snakemake regenerates neither a missing intermediate file nor one cut in place (its
-    modification time is new).  See distrepro_wf.collect.rebuild_token."""
+    modification time is new).  See distrepro_wf.pipeline.collect.rebuild_token."""
     return wfcollect.rebuild_token(f"results/tables/{experiment}", launches(experiment))

@@ -2,10 +2,10 @@
 # at pipeline start (a malformed row, an unknown metric, method or experiment is a
 # WorkflowError naming the file, the row or claim and the key; a claim whose experiment only
 # another config file defines is a warning naming that file); rule compare evaluates every
-# claim against the collected tables.  See distrepro_wf.published for the rules and
-# distrepro_wf.claims for the statuses.
-from distrepro_wf import pages as wfpages
-from distrepro_wf import published as wfpublished
+# claim against the collected tables.  See distrepro_wf.claims.published for the rules and
+# distrepro_wf.claims.evaluate for the statuses.
+from distrepro_wf.report import pages as wfpages
+from distrepro_wf.claims import published as wfpublished
 
 try:
     PUBLISHED = wfpublished.load(config)

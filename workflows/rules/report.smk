@@ -17,7 +17,7 @@ BENCH_TABLES += sorted({f"results/bench/{b}.csv" for e in EXPERIMENTS
 STUDY_TABLES = ["results/bench/allreduce_claims.csv", "results/bench/allreduce_winners_grid.csv"]
 # the simulator's own sensitivity sweep (rule sensitivity_sweep, bench.smk): made and shown under studies
 SWEEP_TABLE = "results/bench/sensitivity_sweep.csv"
-from distrepro_wf.plots import FIGURES as FIGURE_FUNCTIONS, FOREST_PAGES
+from distrepro_wf.report.plots import FIGURES as FIGURE_FUNCTIONS, FOREST_PAGES
 
 FIGURES = list(FIGURE_FUNCTIONS)  # a figure = a function there + its caption in ../report/captions/<name>.rst
 REPORT_PAGES = PAPERS + [HARNESS_PAGE]

@@ -1,9 +1,9 @@
 # Translation data (impls/tasks/translation.py): a corpus of the config's `corpora` section
-# (synth_ende, the synthetic stand-in, is always defined; distrepro_wf/translation.py) is
+# (synth_ende, the synthetic stand-in, is always defined; distrepro_wf/pipeline/translation.py) is
 # binarized by fairseq-preprocess into results/data/translation/{corpus}/data-bin.  Train jobs
 # of translation workloads wait for it (train.smk's input); the bench target measures the tiny
 # Transformer on it.
-from distrepro_wf import translation as wftranslation
+from distrepro_wf.pipeline import translation as wftranslation
 
 try:
     CORPORA = wftranslation.corpora(config)

@@ -1,5 +1,5 @@
 """Snakemake script of rule ``allreduce_study``: the study's tables, claims and figure from the
-measured rows (distrepro_wf/arstudy.py)."""
+measured rows (distrepro_wf/bench/arstudy.py)."""
 
 import json
 import logging
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from distrepro_wf import arstudy
-from distrepro_wf.yamlio import load_yaml
+from distrepro_wf.bench import arstudy
+from distrepro_wf.pipeline.yamlio import load_yaml
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")

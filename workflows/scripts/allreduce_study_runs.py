@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 
-from distrepro_wf import arstudy
-from distrepro_wf.yamlio import load_yaml
+from distrepro_wf.bench import arstudy
+from distrepro_wf.pipeline.yamlio import load_yaml
 
 sm = snakemake  # noqa: F821
 log = sm.log[0]

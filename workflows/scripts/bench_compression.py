@@ -2,8 +2,8 @@
 
 import logging
 
-from distrepro_wf.collect import write_atomic
-from distrepro_wf.compbench import measure
+from distrepro_wf.pipeline.collect import write_atomic
+from distrepro_wf.bench.compbench import measure
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(message)s")

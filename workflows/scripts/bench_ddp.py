@@ -1,11 +1,11 @@
 """Snakemake script of rule ``bench_ddp``: one torchrun launch per (model, nodes)
-(settings and commands: ``distrepro_wf.ddpbench``; the timing: ``impls.bench.ddp``)."""
+(settings and commands: ``distrepro_wf.bench.ddpbench``; the timing: ``impls.bench.ddp``)."""
 
 import logging
 import subprocess
 from pathlib import Path
 
-from distrepro_wf.ddpbench import bench_spec, commands
+from distrepro_wf.bench.ddpbench import bench_spec, commands
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")

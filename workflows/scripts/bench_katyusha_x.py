@@ -1,13 +1,13 @@
 """Snakemake script of rule ``bench_katyusha_x``: gradients, rounds and simulated time to the
-target of Katyusha X and SVRG against workers (distrepro_wf/kxbench.py)."""
+target of Katyusha X and SVRG against workers (distrepro_wf/bench/kxbench.py)."""
 
 import logging
 from pathlib import Path
 
 import pandas as pd
 
-from distrepro_wf.collect import write_atomic
-from distrepro_wf.kxbench import katyusha_x_table
+from distrepro_wf.pipeline.collect import write_atomic
+from distrepro_wf.bench.kxbench import katyusha_x_table
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(message)s")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from distrepro_wf.launch import run_command
-from distrepro_wf.simbench import run_config
+from distrepro_wf.pipeline.launch import run_command
+from distrepro_wf.bench.simbench import run_config
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")

@@ -1,13 +1,13 @@
 """Snakemake script of rule ``bench_ps``: server throughput on real ranks, and each
-parameter-server mode's time to target relative to ps_sync (distrepro_wf/psbench.py)."""
+parameter-server mode's time to target relative to ps_sync (distrepro_wf/bench/psbench.py)."""
 
 import logging
 from pathlib import Path
 
 import pandas as pd
 
-from distrepro_wf.collect import write_atomic
-from distrepro_wf.psbench import server_throughput, tta_vs_sync
+from distrepro_wf.pipeline.collect import write_atomic
+from distrepro_wf.bench.psbench import server_throughput, tta_vs_sync
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(message)s")

@@ -11,7 +11,7 @@ import time
 
 import pandas as pd
 
-from distrepro_wf import simbench
+from distrepro_wf.bench import simbench
 
 sm = snakemake  # noqa: F821
 log = sm.log[0]

@@ -1,5 +1,5 @@
 """Snakemake script of rule ``bench_sim_paper_rows``: every published timing row we hold
-against the simulator's prediction (``distrepro_wf/simbench.py``, "sim_paper_rows").
+against the simulator's prediction (``distrepro_wf/bench/simbench.py``, "sim_paper_rows").
 
 Compute comes from the device's published throughput (``impls/sim/profiles.py``), local
 operations from the op-cost model (``impls/sim/opcost.py``), the network from the platform
@@ -18,7 +18,7 @@ import time
 
 import pandas as pd
 
-from distrepro_wf import simbench as sb
+from distrepro_wf.bench import simbench as sb
 
 sm = snakemake  # noqa: F821
 log = sm.log[0]

@@ -15,7 +15,7 @@ import tempfile
 
 import pandas as pd
 
-from distrepro_wf import simbench
+from distrepro_wf.bench import simbench
 
 sm = snakemake  # noqa: F821
 log = sm.log[0]

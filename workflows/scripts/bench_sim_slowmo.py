@@ -14,7 +14,7 @@ import logging
 import tempfile
 import time
 
-from distrepro_wf import simbench
+from distrepro_wf.bench import simbench
 
 sm = snakemake  # noqa: F821
 log = sm.log[0]

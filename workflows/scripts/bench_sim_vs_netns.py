@@ -1,5 +1,5 @@
 """Snakemake script of rule ``bench_sim_vs_netns``: every method on real ranks in shaped
-network namespaces against the simulator on the same network (:mod:`distrepro_wf.netnsbench`).
+network namespaces against the simulator on the same network (:mod:`distrepro_wf.bench.netnsbench`).
 
 Needs root, ``ip`` and ``tc`` (refused first, with what is missing, before any launch).
 """
@@ -7,7 +7,9 @@ Needs root, ``ip`` and ``tc`` (refused first, with what is missing, before any l
 import logging
 import tempfile
 
-from distrepro_wf import netns, netnsbench
+from distrepro_wf.bench import netns
+
+from distrepro_wf.bench import netnsbench
 
 sm = snakemake  # noqa: F821
 open(sm.log[0], "w").close()  # the launches append their output to the same log: no handler in "w" mode

@@ -4,8 +4,8 @@ import logging
 
 import pandas as pd
 
-from distrepro_wf.bench import step_time_vs_allreduce
-from distrepro_wf.collect import write_atomic
+from distrepro_wf.bench.tables import step_time_vs_allreduce
+from distrepro_wf.pipeline.collect import write_atomic
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(message)s")

@@ -1,11 +1,11 @@
 """Snakemake script of rule ``bench_translation``: the tiny Transformer's training-step tokens/s
-and its BLEU after a short CPU budget against the copy baseline (distrepro_wf/mtbench.py)."""
+and its BLEU after a short CPU budget against the copy baseline (distrepro_wf/bench/mtbench.py)."""
 
 import logging
 from pathlib import Path
 
-from distrepro_wf.collect import write_atomic
-from distrepro_wf.mtbench import measure
+from distrepro_wf.pipeline.collect import write_atomic
+from distrepro_wf.bench.mtbench import measure
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(message)s")

@@ -1,13 +1,13 @@
 """Snakemake script of rule ``collect``: launch groups -> outcome.json + metrics -> CSV tables.
 
-Never raises for a damaged run (it becomes a failed row, see :mod:`distrepro_wf.collect`):
+Never raises for a damaged run (it becomes a failed row, see :mod:`distrepro_wf.pipeline.collect`):
 Snakemake deletes a failed job's outputs, which would wipe the experiment's tables.
 """
 
 import logging
 from pathlib import Path
 
-from distrepro_wf.collect import collect, staleness_table, write_atomic
+from distrepro_wf.pipeline.collect import collect, staleness_table, write_atomic
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")

@@ -3,8 +3,10 @@
 import logging
 from pathlib import Path
 
-from distrepro_wf import claims, published as wfpublished
-from distrepro_wf.collect import write_atomic
+from distrepro_wf.claims import evaluate as claims
+
+from distrepro_wf.claims import published as wfpublished
+from distrepro_wf.pipeline.collect import write_atomic
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from distrepro_wf.evidence import claim_frame, plotted
-from distrepro_wf.plots import forest
-from distrepro_wf.published import load
+from distrepro_wf.report.evidence import claim_frame, plotted
+from distrepro_wf.report.plots import forest
+from distrepro_wf.claims.published import load
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")

@@ -6,7 +6,7 @@ writes both, so it is as fresh as the declared input epochs.csv); see plots.read
 import logging
 from pathlib import Path
 
-from distrepro_wf.plots import draw, read_tables
+from distrepro_wf.report.plots import draw, read_tables
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from distrepro_wf.published import load
-from distrepro_wf.report import build
+from distrepro_wf.claims.published import load
+from distrepro_wf.report.build import build
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")

@@ -1,14 +1,18 @@
 """Snakemake script of rule ``sensitivity_sweep``: every simulated speed claim re-simulated at
-both ends of each declared range of :mod:`distrepro_wf.sensitivity`, against the closed form's
-verdict there (:mod:`distrepro_wf.sweep`; settings ``benchmarks.sensitivity_sweep``,
-:data:`distrepro_wf.simbench.DEFAULTS`).  Each distinct config is one short simulation (a child
+both ends of each declared range of :mod:`distrepro_wf.claims.sensitivity`, against the closed form's
+verdict there (:mod:`distrepro_wf.claims.sweep`; settings ``benchmarks.sensitivity_sweep``,
+:data:`distrepro_wf.bench.simbench.DEFAULTS`).  Each distinct config is one short simulation (a child
 process); ``threads`` of them run at once (simulated times do not depend on the load)."""
 
 import logging
 import tempfile
 import time
 
-from distrepro_wf import published as wfpublished, simbench as sb, sweep
+from distrepro_wf.claims import published as wfpublished
+
+from distrepro_wf.bench import simbench as sb
+
+from distrepro_wf.claims import sweep
 
 sm = snakemake  # noqa: F821
 log = sm.log[0]

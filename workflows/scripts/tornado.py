@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from distrepro_wf.plots import tornado
+from distrepro_wf.report.plots import tornado
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")

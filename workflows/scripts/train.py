@@ -2,13 +2,13 @@
 
 Writes each run's ``run.json``, then runs the group; each run's outcome (ok / failed,
 with the reason and the log's tail) goes to its ``outcome.json``.  See
-:mod:`distrepro_wf.runs` for why a failure still exits 0.
+:mod:`distrepro_wf.pipeline.runs` for why a failure still exits 0.
 """
 
 import logging
 from pathlib import Path
 
-from distrepro_wf.runs import execute_group, write_run_configs
+from distrepro_wf.pipeline.runs import execute_group, write_run_configs
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_path = Path(sm.log[0])

@@ -3,7 +3,7 @@
 Each method runs twice with the same config:
 
 * **real**: every rank a host of a testbed of Linux network namespaces
-  (:mod:`distrepro_wf.netns`: veth pairs on a bridge, each NIC shaped both ways to
+  (:mod:`distrepro_wf.bench.netns`: veth pairs on a bridge, each NIC shaped both ways to
   ``rate_mbit`` by ``tc tbf``; no added delay, this kernel has no ``netem``), one
   ``torchrun`` per host rendezvousing on the first (the multi-node path of a Slurm
   launch), gloo over the veths;
@@ -240,7 +240,7 @@ def gloo_link(tb, workdir: Path, log: str | os.PathLike, n: int = 2000) -> list[
     from . import netns
 
     out = workdir / f"gloo_pingpong_{tb.k}.json"
-    rc = netns.launch(tb, ["-m", "distrepro_wf.gloo_pingpong", str(out), str(n)], log, timeout_s=300)
+    rc = netns.launch(tb, ["-m", "distrepro_wf.bench.gloo_pingpong", str(out), str(n)], log, timeout_s=300)
     if rc != 0:
         raise RuntimeError(f"gloo ping-pong failed (exit status {rc}); see {log}")
     return json.loads(out.read_text())["rtt_s"]
@@ -319,7 +319,7 @@ def run_all(spec: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.P
     return table(real, sim, latency, spec, missing, charged), link
 
 
-if __name__ == "__main__":  # python -m distrepro_wf.netnsbench OUT.csv [LINK.csv]: outside Snakemake
+if __name__ == "__main__":  # python -m distrepro_wf.bench.netnsbench OUT.csv [LINK.csv]: outside Snakemake
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     import tempfile
 

@@ -20,8 +20,8 @@ from typing import Any, Mapping
 
 from impls.errors import ConfigError
 
-from .bench import merge_spec
-from .launch import standalone
+from .tables import merge_spec
+from ..pipeline.launch import standalone
 
 DEFAULTS: dict[str, Any] = {"models": ["mlp", "resnet20", "vgg16"], "nodes": [2, 4],
                             "steps": {"mlp": 100, "resnet20": 20, "vgg16": 5}, "repeats": 5, "batch": 32}

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .config import report_settings
+from ..pipeline.config import report_settings
 
 _PYPLOT = None
 
@@ -405,7 +405,7 @@ def time_breakdown(runs: pd.DataFrame, path: Path, config: dict[str, Any] | None
 
 
 def _mean_ci(v: pd.Series) -> tuple[float, float, float]:
-    from .stats import mean_interval
+    from ..claims.stats import mean_interval
 
     v = v.dropna().reset_index(drop=True)
     if v.empty:
@@ -468,7 +468,7 @@ def _node_list(v) -> list[int]:
 def tornado(table: pd.DataFrame, path: Path, title: str = "") -> None:
     """One claim's sensitivity (``results/tables/sensitivity.csv`` rows of that claim): per
     setting, each uncertain parameter's bar from the statistic at the low end of its range to the
-    high end (the simulated value scaled by the closed form, :mod:`distrepro_wf.sensitivity`), the
+    high end (the simulated value scaled by the closed form, :mod:`distrepro_wf.claims.sensitivity`), the
     simulated value as a line, the pass region shaded, a flip point as a red tick.  Only drawn for
     a claim with rows (the caller skips the others)."""
     settings = list(table.groupby(["nodes", "straggler"], sort=True))
@@ -508,7 +508,7 @@ RUNS_ON_LABELS = {"real": "real ranks (measured)", "simulated": "simulated (mode
 
 def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
     """Forest plot of every claim x setting of a page (rows of
-    :func:`distrepro_wf.evidence.plotted`, i.e. with an estimate): one panel per scale (ratios
+    :func:`distrepro_wf.report.evidence.plotted`, i.e. with an estimate): one panel per scale (ratios
     on a log axis, differences in points on a linear one, anything else on its own), one row
     per claim x setting with the pass region shaded, the estimate and its 95 % interval coloured
     by the status shown (provisional never green), the control setting's statistic as a hollow

@@ -109,7 +109,7 @@ def multinode_args(hosts: int, per: int, endpoint: str, rdzv_id: str) -> list[st
     """torchrun's arguments of one host of a multi-host launch: ``hosts`` torchruns of
     ``per`` ranks each rendezvous (c10d) at ``endpoint`` (the first host's address:port)
     under ``rdzv_id``.  Used by the Slurm launch (shell-expanded endpoint and id) and by
-    the network-namespace tier (:mod:`distrepro_wf.netns`), which tests it for real."""
+    the network-namespace tier (:mod:`distrepro_wf.bench.netns`), which tests it for real."""
     return [f"--nnodes={hosts}", f"--nproc-per-node={per}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
             f"--rdzv-id={rdzv_id}"]
 

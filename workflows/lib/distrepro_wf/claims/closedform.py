@@ -5,7 +5,7 @@ same prediction in closed form, from the quantities the simulation is built on (
 compute per step ``C``, model bytes ``B``, per-direction NIC bandwidth ``bw`` (the platform's
 beta, :meth:`impls.sim.platforms.Platform.alpha_beta`), end-to-end latency ``alpha``, node
 count ``n``, and the uncertain parameters the sensitivity analysis varies
-(:mod:`distrepro_wf.sensitivity`).  The claims table shows it beside every simulated speed
+(:mod:`distrepro_wf.claims.sensitivity`).  The claims table shows it beside every simulated speed
 result (``closed_form``), so a reader sees that e.g. SGP/AR = 0.826 simulated is 0.833 closed-form.
 
 Step time of each method (one message ``m(S) = alpha + o + S / bw'`` with ``o`` the per-message

@@ -1,20 +1,20 @@
 """Claims evaluated on our results: statuses per claim and setting.
 
-The published numbers and claims are loaded and validated by :mod:`distrepro_wf.published`,
-their statistics come from :mod:`distrepro_wf.stats` (t intervals over seeds, paired by seed,
+The published numbers and claims are loaded and validated by :mod:`distrepro_wf.claims.published`,
+their statistics come from :mod:`distrepro_wf.claims.stats` (t intervals over seeds, paired by seed,
 on the log scale for ratios; see there why not the bootstrap), the metrics they name from
-:mod:`distrepro_wf.catalogue`.
+:mod:`distrepro_wf.pipeline.catalogue`.
 
 Statuses (:func:`evaluate`), per claim and setting (nodes x straggler), from completed runs
 only (``runs.csv``; a failed run, a diverged one included, is only in ``failed.csv``), judged by
-the 95 % interval of the statistic (:func:`distrepro_wf.stats.interval`) against the claim's
+the 95 % interval of the statistic (:func:`distrepro_wf.claims.stats.interval`) against the claim's
 pass region (``expect`` with its tolerance, :func:`pass_region`):
 
 * ``reproduced``: the interval lies entirely inside the pass region;
 * ``not reproduced``: it lies entirely outside;
 * ``inconclusive``: it straddles a boundary of the region, or there is no interval (one seed a
   side, or a side with one seed when the seeds differ);
-* ``not comparable``: the setting cannot show the claim's mechanism (:mod:`distrepro_wf.mechanisms`:
+* ``not comparable``: the setting cannot show the claim's mechanism (:mod:`distrepro_wf.claims.mechanisms`:
   e.g. "communication is 3 % of AR-SGD's epoch time", "compute is 19 % of the step, a straggler
   cannot matter", "1-peer SGP averages exactly at n=2"; the measured value is in the reason, not
   judged), the experiment, method or setting was not run, every run failed
@@ -38,7 +38,7 @@ comparable setting is provisional, unless a non-provisional setting is not repro
 Time to the target counts every run.  A claim on ``time_to_target_s`` (a ratio) never drops a run
 that did not reach the target: it is censored at its last evaluation (``time_last_eval_s``), each
 side gets a Kaplan-Meier median with its interval and the sides a log-rank test
-(:mod:`distrepro_wf.survival`; why not a paired test: there).  When every run of both sides
+(:mod:`distrepro_wf.claims.survival`; why not a paired test: there).  When every run of both sides
 arrived nothing is censored and the paired t interval of the ratio stands; otherwise the status
 follows :func:`censored_verdict` (e.g. a side that reaches the target less often can never be
 "faster to it"; neither median defined: inconclusive, "target not reached").  The ``tta_*``
@@ -59,9 +59,9 @@ mean difference, the mean value), the interval and its method, ``p_a_beats_b`` (
 probability that a's metric is better than b's), ``wins`` (seeds where a beat b), ``p_pass``
 (the same posterior's probability that the statistic lies in the pass region), and the seeds the
 setting is scored on (``scored_on_seeds``) beside those its hyperparameters were tuned on
-(``tuned_on_seeds``, from the claim; validated disjoint by :mod:`distrepro_wf.published`).
+(``tuned_on_seeds``, from the claim; validated disjoint by :mod:`distrepro_wf.claims.published`).
 A ``platform_sourced`` check that fails makes the setting "not comparable" with the reason
-"platform unknown: ..." (:mod:`distrepro_wf.mechanisms`).
+"platform unknown: ..." (:mod:`distrepro_wf.claims.mechanisms`).
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ import pandas as pd
 
 from impls.backends import is_simulated
 
-from .catalogue import METRICS, Metric
-from .config import expand
+from ..pipeline.catalogue import METRICS, Metric
+from ..pipeline.config import expand
 from .published import Published
 from . import mechanisms
 from .stats import interval, nonpositive, p_between
@@ -428,7 +428,7 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
 def _versus_control(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.DataFrame], nodes: int,
                     straggler: str, metric: Metric) -> Any:
     """(a/b at the setting) / (a/b at the control): per seed the two ratios, then the paired (or Welch)
-    t interval of their ratio on the log scale (:func:`distrepro_wf.stats.interval`)."""
+    t interval of their ratio on the log scale (:func:`distrepro_wf.claims.stats.interval`)."""
     def ratios(e: str, n: int, st: str) -> pd.Series:
         a = _select(runs.get(e), c["a"], n, st).set_index("seed")[metric.column].astype(float)
         b = _select(runs.get(e), c["b"], n, st).set_index("seed")[metric.column].astype(float)
@@ -549,8 +549,8 @@ def censored_verdict(expect: dict[str, Any], a: Median, b: Median, test: Any, na
                      alpha: float = ALPHA) -> tuple[str, str]:
     """Status and reason of a time-to-target ratio claim (a / b against ``expect``) when some run
     never reached the target, from both sides' Kaplan-Meier medians (``a``, ``b``:
-    :func:`distrepro_wf.survival.km_median`) and their log-rank ``test``
-    (:func:`distrepro_wf.survival.logrank`).  The rule, in order:
+    :func:`distrepro_wf.claims.survival.km_median`) and their log-rank ``test``
+    (:func:`distrepro_wf.claims.survival.logrank`).  The rule, in order:
 
     1. Neither median is defined (fewer than half of each side's runs reach the target):
        inconclusive, "target not reached".
@@ -609,7 +609,7 @@ def censored_judgement(expect: dict[str, Any], ta: pd.Series, ea: pd.Series, tb:
 
     Every run of both sides reached the target (and in positive time): nothing is censored, the
     per-seed times are complete, so the ratio keeps its t interval over seeds (paired by seed,
-    :func:`distrepro_wf.stats.interval`), which also measures a claimed size (e.g. [4, 8]).
+    :func:`distrepro_wf.claims.stats.interval`), which also measures a claimed size (e.g. [4, 8]).
     Otherwise :func:`censored_verdict`; the estimate is then the ratio of the Kaplan-Meier
     medians (NaN when one is undefined), without an interval.  The Kaplan-Meier columns
     (:func:`censored_fields`) are filled either way."""
@@ -702,8 +702,8 @@ def runs_on(config: dict[str, Any], experiment: str) -> tuple[str, str]:
 
 def fitted_sources(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """The claim's published rows that a parameter of its simulated platform was fitted on
-    (:data:`distrepro_wf.simbench.FITTED_ROWS`: only when the experiment sets that parameter)."""
-    from .simbench import FITTED_ROWS  # noqa: PLC0415
+    (:data:`distrepro_wf.bench.simbench.FITTED_ROWS`: only when the experiment sets that parameter)."""
+    from ..bench.simbench import FITTED_ROWS  # noqa: PLC0415
 
     exp = (config.get("experiments") or {}).get(c["experiment"]) or {}
     plat = exp.get("platform") if isinstance(exp.get("platform"), dict) else {}
@@ -715,8 +715,8 @@ def fitted_sources(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
 def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """Say what a row is (issue 24): ``runs_on`` real or simulated; a speed row's ``speed_result``
     "measured (real ranks: gloo, 1 host)" or "predicted (simulated: platform ..., profile ...)";
-    a simulated speed ratio's ``closed_form`` (:mod:`distrepro_wf.closedform`) and
-    ``sensitivity`` (:mod:`distrepro_wf.sensitivity`): a verdict that flips inside the declared
+    a simulated speed ratio's ``closed_form`` (:mod:`distrepro_wf.claims.closedform`) and
+    ``sensitivity`` (:mod:`distrepro_wf.claims.sensitivity`): a verdict that flips inside the declared
     ranges becomes inconclusive; a published value built on a row a platform parameter was fitted
     on is moved to ``published_fitted`` and not shown as the published value."""
     where, how = runs_on(config, c["experiment"])
@@ -726,7 +726,7 @@ def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) ->
                                else f"measured (real ranks: {how})")
     fitted = fitted_sources(c, config)
     if fitted:
-        from .simbench import FITTED_ROWS  # noqa: PLC0415
+        from ..bench.simbench import FITTED_ROWS  # noqa: PLC0415
 
         row["published_fitted"] = "; ".join(f"{s} (platform.{FITTED_ROWS[s]} fitted on it)" for s in fitted)
         row["published"], row["gap"] = None, math.nan
@@ -800,7 +800,7 @@ SENSITIVITY_COLUMNS = ["claim", "nodes", "straggler", "measured", "closed_form",
 def sensitivity_table(published: Published, config: dict[str, Any], results: pd.DataFrame) -> pd.DataFrame:
     """The tornado figures' data: every simulated speed row of ``results`` (claims.csv) with a
     sensitivity analysis, each parameter's range and the scaled statistic at its ends
-    (:func:`distrepro_wf.sensitivity.analyse`)."""
+    (:func:`distrepro_wf.claims.sensitivity.analyse`)."""
     from . import sensitivity  # noqa: PLC0415
 
     by_id = {c["id"]: c for c in published.claims}

@@ -5,25 +5,25 @@ A simulated speed verdict is a prediction of a model whose parameters are partly
 gets a declared range with its reason (:data:`RANGES`); every simulated speed claim row is
 re-evaluated over each range, one parameter at a time, the others at their nominal values:
 
-1. the closed form (:mod:`distrepro_wf.closedform`) gives the ratio ``r(p)`` of the two sides'
+1. the closed form (:mod:`distrepro_wf.claims.closedform`) gives the ratio ``r(p)`` of the two sides'
    step times at the perturbed point ``p`` and ``r0`` at the nominal point (for
    ``ratio_vs_control``: the ratio here over the ratio at the control setting);
 2. the simulated result is scaled by ``r(p) / r0`` (the closed form scaled to agree with the
    simulation at the nominal point: op costs and contention the closed form lacks stay as
-   simulated), its interval too, and judged again (:func:`distrepro_wf.claims.verdict`);
+   simulated), its interval too, and judged again (:func:`distrepro_wf.claims.evaluate.verdict`);
 3. where the verdict differs from the nominal one, the crossing is found by bisection:
    "flips when bandwidth efficiency passes 0.62".  A row whose verdict flips inside the ranges
    is shown at most **inconclusive** (never green, never a firm failure either), the reason says
    where it flips; a row that holds says "holds across the ranges".
 4. a time-to-target row without a simulated ratio (a side's runs did not all reach the target,
-   :func:`distrepro_wf.claims.censored_verdict`) has nothing to scale; where its verdict rests
+   :func:`distrepro_wf.claims.evaluate.censored_verdict`) has nothing to scale; where its verdict rests
    on how many runs reached the target, :func:`reach_text` says whether a timing parameter
    could move it.
 
 Per-epoch factors that do not depend on the parameters (steps per epoch, epochs to the target)
 cancel in ``r(p) / r0``; for a time-to-target claim this assumes the number of steps to the
 target does not depend on timing (true of the synchronous methods; an asynchronous method's
-staleness does depend on it).  The tornado figure (:func:`distrepro_wf.plots.tornado`) draws
+staleness does depend on it).  The tornado figure (:func:`distrepro_wf.report.plots.tornado`) draws
 each parameter's lowest and highest scaled ratio against the pass region.  Cheap: closed forms
 only, milliseconds a claim; a sweep of short simulations over the same ranges would be a
 ``studies`` target.
@@ -239,7 +239,7 @@ TIMING_DEPENDENT = {"adpsgd", "ps_async", "ps_ssp", "ddcgu"}
 
 def reach_text(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any]) -> str | None:
     """The sensitivity of a time-to-target row without a simulated ratio (a side's runs did not
-    all reach the target: :func:`distrepro_wf.claims.censored_verdict`), or None.
+    all reach the target: :func:`distrepro_wf.claims.evaluate.censored_verdict`), or None.
 
     Where the verdict rests on how many runs reached the target (neither side's median is
     defined, or the side that must be sooner reaches it in a smaller share of its runs), a run
@@ -248,7 +248,7 @@ def reach_text(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any]) -
     (:data:`TIMING_DEPENDENT`) reaches the target with a staleness that depends on timing, which
     a closed form cannot say: not evaluated.  A verdict that rests on censored times (the log-rank
     test) is not evaluated either (scaling censored times is not done here)."""
-    from .claims import pass_region  # noqa: PLC0415
+    from .evaluate import pass_region  # noqa: PLC0415
 
     if c["metric"] != "time_to_target_s" or "b" not in c:
         return None

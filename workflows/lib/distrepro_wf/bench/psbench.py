@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .launch import run_command
+from ..pipeline.launch import run_command
 from .simbench import run_config
 
 DEFAULTS = {"workers": [1, 2, 4], "servers": [1, 2], "steps": 60, "workload": "digits_mlp"}

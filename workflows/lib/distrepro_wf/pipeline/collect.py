@@ -1,23 +1,23 @@
 """Metrics JSONL -> tidy pandas tables.  Only runs whose outcome is ``ok`` enter them.
 
 * ``epochs``: one row per (run, epoch), aggregated over ranks as the metric catalogue
-  says (:data:`distrepro_wf.catalogue.EPOCH`: losses, accuracy and bytes are means over
+  says (:data:`distrepro_wf.pipeline.catalogue.EPOCH`: losses, accuracy and bytes are means over
   ranks; times are the maximum over ranks, since a synchronous epoch lasts as long as its
   slowest rank).
 * ``evals``: one row per (run, evaluation point): the run's evaluation series, ordered by
   step: its ``eval`` records (workload ``evals_per_epoch > 1``) and epoch-end evaluations,
   aggregated over the evaluating ranks as EPOCH says (rank 0 alone under ``eval_ranks:
   zero``), with ``step``, ``epoch_f`` (fractional epochs), ``time/wall_s`` and the
-  evaluation's keys (:data:`distrepro_wf.catalogue.EVAL_KEYS`): accuracy curves over time
+  evaluation's keys (:data:`distrepro_wf.pipeline.catalogue.EVAL_KEYS`): accuracy curves over time
   with seed bands.
-* ``runs``: one row per run: every column of :data:`distrepro_wf.catalogue.METRICS`
+* ``runs``: one row per run: every column of :data:`distrepro_wf.pipeline.catalogue.METRICS`
   (final / best accuracy or suboptimality, time per epoch and per step, bytes per epoch
   and per step with steps per epoch from ``run/runinfo.json``, time / steps / epochs /
   bytes to the workload's target, which names its metric, interpolated on the evaluation
   series (:func:`to_target`), and where an epoch's time goes (:func:`breakdown`)), with
   provenance.
 * ``failed``: one row per run that failed, with its ``kind`` (config, diverged, crashed,
-  timeout, not_started, damaged; see :mod:`distrepro_wf.runs`) and reason.  An ``ok``
+  timeout, not_started, damaged; see :mod:`distrepro_wf.pipeline.runs`) and reason.  An ``ok``
   outcome is not trusted: a run whose files are missing or unreadable is ``damaged``.
 
 One damaged run never fails the collection of the others, and the tables are written
@@ -131,7 +131,7 @@ def staleness_table(launch_paths: Iterable[Path]) -> pd.DataFrame:
 def load_run(outcome_path: Path) -> tuple[dict, RunTables | None]:
     """(run info, its tables) of an ok run; (failure row, None) otherwise.
 
-    An ok run is verified from its files (:func:`distrepro_wf.runs.verify_run`, plus
+    An ok run is verified from its files (:func:`distrepro_wf.pipeline.runs.verify_run`, plus
     ``run.json``) rather than trusted from ``outcome.json``; whatever is missing,
     unreadable, repeated, out of order or changed since the run was published (its checksum
     manifest) makes it a ``damaged`` failure naming the file, never an exception.  A run
@@ -390,7 +390,7 @@ def to_target(info: dict, t: pd.DataFrame, evals: pd.DataFrame | None = None,
     ``reached_target``: whether the target was met at all (the to-target values are NaN if
     not); ``tta_evals``: the series' points per epoch; ``time_last_eval_s``: the time of the
     series' last point with the target's metric, where a run that never met the target is
-    censored (:mod:`distrepro_wf.survival`: "not reached by then", never dropped).
+    censored (:mod:`distrepro_wf.claims.survival`: "not reached by then", never dropped).
     """
     spe = info.get("steps_per_epoch") or 1
     metric, target = info.get("target_metric"), info.get("target_value")
@@ -535,7 +535,7 @@ def outcome_paths(launch_paths: Iterable[Path]) -> list[Path]:
 def collect(launch_paths: Iterable[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(epochs, runs, failed, evals) tables of every member of the given launch groups.
 
-    A run found damaged here is marked (:func:`distrepro_wf.runs.mark_damaged`) so that
+    A run found damaged here is marked (:func:`distrepro_wf.pipeline.runs.mark_damaged`) so that
     the next invocation recomputes it; its files stay where they are.
     """
     epochs, rows, failed, evals = [], [], [], []

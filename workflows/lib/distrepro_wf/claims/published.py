@@ -12,7 +12,7 @@ Validation rules (what is an error, what is only "not comparable"):
 * Always an error: a damaged file (missing, empty, not UTF-8, a CSV header without exactly
   the schema's columns, a row with another number of cells, no rows, a YAML syntax error or
   a key defined twice, e.g. a paper or a claim's metric: the strict loader
-  :mod:`distrepro_wf.yamlio`), a malformed row or claim (JSON schemas under
+  :mod:`distrepro_wf.pipeline.yamlio`), a malformed row or claim (JSON schemas under
   ``workflows/schemas``: every column of the CSV files is typed, and a pattern's error says
   the allowed form in words, the schema's ``description``), a duplicate id or source key, a
   claim whose ``metric`` is not in :data:`METRICS`, whose ``paper`` is not in ``papers``, whose
@@ -57,9 +57,9 @@ from jsonschema import Draft202012Validator
 
 from impls.errors import ConfigError
 
-from .catalogue import METRICS, bounds_text
-from .config import WORKFLOW_DIR
-from .yamlio import load_yaml, loads_yaml
+from ..pipeline.catalogue import METRICS, bounds_text
+from ..pipeline.config import WORKFLOW_DIR
+from ..pipeline.yamlio import load_yaml, loads_yaml
 
 SCHEMAS = WORKFLOW_DIR / "schemas"
 PUBLISHED_DIR = WORKFLOW_DIR.parent / "config" / "published"
@@ -262,7 +262,7 @@ def _check_reachable(c: dict[str, Any], where: str) -> None:
         what, s_lo, s_hi = f"a ratio of {c['metric']} (never negative) is always > 0", 0.0, None
     else:
         return
-    from .claims import pass_region  # claims imports this module
+    from .evaluate import pass_region  # claims imports this module
 
     r_lo, lo_closed, r_hi, hi_closed = pass_region(c["expect"])
     open_zero = cmp.startswith("ratio")  # a ratio is > 0, never 0 (a non-positive side is undefined)
@@ -271,7 +271,7 @@ def _check_reachable(c: dict[str, Any], where: str) -> None:
     if below or above:
         unit = f" ({m.unit})" if m.unit else ""
         raise ConfigError(f"{where}.expect.value", f"can never be reproduced: {what}{unit} (the metric catalogue, "
-                                                   f"distrepro_wf.catalogue.METRICS), and the claim expects "
+                                                   f"distrepro_wf.pipeline.catalogue.METRICS), and the claim expects "
                                                    f"{c['expect']['op']} {c['expect']['value']!r} with tolerance "
                                                    f"{c['expect']['tolerance']!r}")
 
@@ -413,7 +413,7 @@ def _check_tuning_seeds(c: dict[str, Any], where: str, config: dict[str, Any]) -
     tuned = set(c.get("tuned_on_seeds") or ())
     if not tuned:
         return
-    from .config import expand
+    from ..pipeline.config import expand
 
     runs = expand(config, [c["experiment"]])
     for side in ("a", "b"):

@@ -2,11 +2,11 @@
 
 The front page leads with the evidence: a banner saying what the numbers were measured on
 (hardware, real ranks or the simulated platform, ranks per core, seeds), the forest plot of
-every paper claim x setting (rule forest, :func:`distrepro_wf.plots.forest`) and the table
+every paper claim x setting (rule forest, :func:`distrepro_wf.report.plots.forest`) and the table
 behind it (claim, paper statement, our setting, effect with its interval, pass region, seeds,
 verdict; not-comparable settings listed with their reason); the harness page has its own for
 the harness's sanity claims.  Each experiment section then shows its time-to-accuracy table
-(:func:`distrepro_wf.evidence.tta_table`), its figures and a per-run table linking every run
+(:func:`distrepro_wf.report.evidence.tta_table`), its figures and a per-run table linking every run
 to its directory, metrics, launch log, config and the command that reruns it.
 
 Then: every paper with its claim statuses, the failed runs, the claims that could
@@ -34,12 +34,12 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from impls.backends import is_simulated
 
-from . import claims as wfclaims
+from ..claims import evaluate as wfclaims
 from . import evidence
 from .pages import paper_of_experiment
 from .plots import FIGURES as FIGURE_FUNCTIONS, _time_word, bytes_column, figure_notes
-from .published import Published, defining_files, run_command
-from .config import WORKFLOW_DIR, expand, report_settings
+from ..claims.published import Published, defining_files, run_command
+from ..pipeline.config import WORKFLOW_DIR, expand, report_settings
 
 TEMPLATES = WORKFLOW_DIR / "report" / "templates"
 HARNESS_PAGE = "harness"

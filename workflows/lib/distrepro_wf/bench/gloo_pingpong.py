@@ -1,12 +1,12 @@
 """Per-message cost of gloo between two ranks (run under torchrun, e.g. by
-:func:`distrepro_wf.netnsbench.gloo_link`): rank 0 and rank 1 bounce a 1-element fp32
+:func:`distrepro_wf.bench.netnsbench.gloo_link`): rank 0 and rank 1 bounce a 1-element fp32
 tensor (blocking ``send``/``recv``) ``n`` times after a warm-up; rank 0 writes the round
 trips (seconds) as JSON to the path given.  Half the median round trip is gloo's one-way
 time of a small message; minus the TCP one-way time of the same link
-(:func:`distrepro_wf.netns.tcp_latency_us`) it is the per-message software overhead
+(:func:`distrepro_wf.bench.netns.tcp_latency_us`) it is the per-message software overhead
 (gloo, the c10d process group, Python) that the simulated network does not charge.
 
-``python -m distrepro_wf.gloo_pingpong OUT.json [N]`` (two ranks; others idle).
+``python -m distrepro_wf.bench.gloo_pingpong OUT.json [N]`` (two ranks; others idle).
 """
 
 from __future__ import annotations

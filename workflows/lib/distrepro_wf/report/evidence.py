@@ -8,13 +8,13 @@ scripts thin and lets the tests check the numbers without a browser.
 * :func:`claim_frame`: ``claims.csv`` with the columns the forest plot reads (``page``,
   ``scale``, ``pass_low``/``pass_high``, ``control_*``, ``setting``, ``mechanism``).  The
   claims rule writes them; an older claims.csv without them still renders: the pass region is
-  derived from claims.yaml's ``expect`` (:func:`distrepro_wf.claims.pass_region`), the scale
+  derived from claims.yaml's ``expect`` (:func:`distrepro_wf.claims.evaluate.pass_region`), the scale
   from ``compare``, the page from the paper's ``seed`` flag, and what cannot be derived (a
   control setting) is NaN / "" and shown as "n/a".
 * :func:`tta_table`: time to accuracy per method x setting, every run counted (a run that
   never reached the target is censored at its last evaluation): "reached k of n", the
   Kaplan-Meier median with its interval, and against AR-SGD at the same nodes and straggler
-  the log-rank p-value and the speedup (:mod:`distrepro_wf.survival`).
+  the log-rank p-value and the speedup (:mod:`distrepro_wf.claims.survival`).
 * :func:`run_rows`: one row per run (completed or failed) with relative links to its run
   directory, metrics, launch log and the exact command that reruns it alone.
 * :func:`banner`: hardware, backend, ranks per core and seeds of the runs behind the report.
@@ -34,9 +34,9 @@ import pandas as pd
 
 from impls.backends import backend_of, is_simulated
 
-from . import claims as wfclaims
-from . import launch as wflaunch
-from .survival import km_median
+from ..claims import evaluate as wfclaims
+from ..pipeline import launch as wflaunch
+from ..claims.survival import km_median
 
 #: the contract's new claims.csv columns and their value when an older claims.csv lacks them
 CLAIM_DEFAULTS = {"page": None, "mechanism": "", "pass_low": math.nan, "pass_high": math.nan, "scale": None,
@@ -115,13 +115,13 @@ def panels(frame: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
 
 def tta_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Time to accuracy per (method, nodes, straggler), every run counted: a run that never
-    reached the target is censored at its last evaluation (:func:`distrepro_wf.claims.censored_times`),
+    reached the target is censored at its last evaluation (:func:`distrepro_wf.claims.evaluate.censored_times`),
     never dropped nor imputed.  Per row: runs and how many reached the target, the Kaplan-Meier
-    median time to it with its 95 % interval (:func:`distrepro_wf.survival.km_median`; NaN,
+    median time to it with its 95 % interval (:func:`distrepro_wf.claims.survival.km_median`; NaN,
     "undefined", when fewer than half can be shown to arrive), the mean steps / epochs to the
     target of the runs that reached it, and against ``baseline`` at the same nodes and
-    straggler: the log-rank test's p-value (:func:`distrepro_wf.survival.logrank`) and the
-    speedup T_AR / T_method, as the claims judge it (:func:`distrepro_wf.claims.censored_judgement`):
+    straggler: the log-rank test's p-value (:func:`distrepro_wf.claims.survival.logrank`) and the
+    speedup T_AR / T_method, as the claims judge it (:func:`distrepro_wf.claims.evaluate.censored_judgement`):
     the geometric mean over seeds with its t interval when every run of both reached the target,
     else the ratio of the two medians (no interval; NaN when one is undefined)."""
     cols = ["method", "nodes", "straggler", "runs", "reached", "not_reached", "median_s", "median_low_s",
@@ -193,9 +193,9 @@ def run_path(e: str, m: str, n: Any, s: str, seed: Any) -> str:
 
 
 def _recorded_world(run_dir: Path, cfg: dict[str, Any]) -> int | None:
-    """The world :func:`distrepro_wf.runs.execute_group` launched the run with, as its
+    """The world :func:`distrepro_wf.pipeline.runs.execute_group` launched the run with, as its
     ``outcome.json`` records it, if that outcome is of this very config; else None."""
-    from .runs import config_sha
+    from ..pipeline.runs import config_sha
 
     try:
         out = json.loads((run_dir / "outcome.json").read_text())
@@ -208,11 +208,11 @@ def _recorded_world(run_dir: Path, cfg: dict[str, Any]) -> int | None:
 def run_command(results_root: Path, rel: str, nodes: int) -> str:
     """The command that reruns one run alone, from its resolved config ``run.json``: torchrun
     on the run's world (workers plus server ranks) for real ranks, one ``impls.sim`` process
-    for a simulated run (as :func:`distrepro_wf.runs.execute_group` starts them).  Without
+    for a simulated run (as :func:`distrepro_wf.pipeline.runs.execute_group` starts them).  Without
     run.json (not written yet) the world is the node count.  The world is the one the run's
     launch recorded in ``outcome.json``; only without that record is it worked out from the
-    config (:func:`distrepro_wf.launch.launch_world`, which imports torch: 2-3 s)."""
-    from .launch import launch_world
+    config (:func:`distrepro_wf.pipeline.launch.launch_world`, which imports torch: 2-3 s)."""
+    from ..pipeline.launch import launch_world
 
     cfg_path = Path("results") / rel / "run.json"
     out = f"/tmp/rerun/{rel.replace('/', '_')}"
@@ -316,7 +316,7 @@ def fmt_effect(r: pd.Series) -> str:
 
 def fmt_tta(r: pd.Series) -> str:
     """A claim row's time to the target with every run counted (the ``tta_*`` columns of
-    :mod:`distrepro_wf.claims`), "" when it has none: "time to target: reached 4 of 5 / 5 of 5;
+    :mod:`distrepro_wf.claims.evaluate`), "" when it has none: "time to target: reached 4 of 5 / 5 of 5;
     median 14.7 s [13.3, not reached] / 48.7 s [43.2, 58]; log-rank p = 0.012"."""
     runs_a = _num(r.get("tta_runs_a"))
     if math.isnan(runs_a) or runs_a <= 0:

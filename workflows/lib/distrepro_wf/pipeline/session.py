@@ -10,7 +10,7 @@ registers itself in ``.snakemake/distrepro-owners/<host>-<pid>`` (removed at exi
   this host (a concurrent invocation is alive and registered: its lock is kept, and
   Snakemake refuses the newcomer as before);
 * :func:`register` also exports ``DISTREPRO_SNAKEMAKE=<host>:<pid>`` to the jobs, so a
-  launch whose Snakemake is gone is stopped (:mod:`distrepro_wf.runs`) instead of
+  launch whose Snakemake is gone is stopped (:mod:`distrepro_wf.pipeline.runs`) instead of
   running beside the next invocation.
 
 Incomplete outputs of a killed invocation are rerun by ``rerun-incomplete`` in

@@ -2,7 +2,7 @@
 probability that one side beats the other.
 
 Why a t interval, not the bootstrap.  The default grid runs 5 seeds per claim-bearing setting
-(fewer seeds mark a claim provisional, :mod:`distrepro_wf.claims`).  At such n a percentile
+(fewer seeds mark a claim provisional, :mod:`distrepro_wf.claims.evaluate`).  At such n a percentile
 bootstrap is not a 95 % interval: with 2 seeds it has 3 distinct resamples and its "95 % CI" is
 the min-max of the seeds, with 5 it still undercovers (it ignores that the spread is itself
 estimated from 5 values).  Student's t accounts for that, is exact for normal per-seed values
@@ -29,7 +29,7 @@ The intervals (:func:`interval`), all at :data:`CI_LEVEL` = 95 %, two-sided:
 P(A beats B) (:attr:`Interval.p_a_beats_b`): the probability, under the t posterior of the mean
 paired log-ratio / difference (the reference posterior of a normal mean with a flat prior:
 ``mu | data ~ mean + se * T_df``), that A's metric is better than B's, "better" being the metric's
-direction (lower time, loss, bytes; higher accuracy; :data:`distrepro_wf.catalogue.METRICS`).
+direction (lower time, loss, bytes; higher accuracy; :data:`distrepro_wf.pipeline.catalogue.METRICS`).
 Numerically it is 1 - the one-sided p-value of the t test of "A is not better".  With zero
 spread it is 1, 0 or 0.5.  :attr:`Interval.wins` counts the seeds where A beat B (paired only),
 for comparison.  :func:`p_between` gives the same posterior's mass of a claim's pass region.

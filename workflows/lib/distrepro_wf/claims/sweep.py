@@ -1,12 +1,12 @@
 """Sensitivity sweep: the simulator itself re-run at both ends of every declared range.
 
-:mod:`distrepro_wf.sensitivity` re-evaluates each simulated speed verdict over
-:data:`~distrepro_wf.sensitivity.RANGES` with the closed form (a model of the model: what the
+:mod:`distrepro_wf.claims.sensitivity` re-evaluates each simulated speed verdict over
+:data:`~distrepro_wf.claims.sensitivity.RANGES` with the closed form (a model of the model: what the
 default run can afford).  This module checks that closed form against the simulator: for every
 simulated speed claim row (the same rows: ``claims.yaml`` entries whose experiment is simulated,
-metric in :data:`~distrepro_wf.sensitivity.SPEED_METRICS`, at each of the claim's settings) it
+metric in :data:`~distrepro_wf.claims.sensitivity.SPEED_METRICS`, at each of the claim's settings) it
 
-1. builds each side's run config exactly as the pipeline does (:func:`distrepro_wf.config.
+1. builds each side's run config exactly as the pipeline does (:func:`distrepro_wf.pipeline.config.
    run_config`, seed 1, the claim's nodes and straggler), short: :data:`EPOCHS` epochs of
    :data:`STEPS` steps, one evaluation each (time per epoch is steps x step time, and both sides
    take the same steps, so the ratio of short epochs is the ratio of step times);
@@ -16,7 +16,7 @@ metric in :data:`~distrepro_wf.sensitivity.SPEED_METRICS`, at each of the claim'
    * compute per step: the profile's ``step_ms`` (scaled);
    * bandwidth efficiency: the platform's ``nic_gbps`` (and ``uplink_gbps`` on racks) times the
      efficiency, **not** ``allreduce_efficiency``: the range is the achieved share of the NIC's
-     rate for *every* message (:data:`~distrepro_wf.sensitivity.RANGES`), and the claims compare
+     rate for *every* message (:data:`~distrepro_wf.claims.sensitivity.RANGES`), and the claims compare
      all-reducing methods with gossip, AD-PSGD and servers, whose messages ``allreduce_efficiency``
      does not touch (:mod:`impls.sim.platforms`: it weighs all-reduce messages only);
    * per-message overhead: the profile's ``msg_us``; latency: the platform's ``latency_us``
@@ -34,7 +34,7 @@ metric in :data:`~distrepro_wf.sensitivity.SPEED_METRICS`, at each of the claim'
    alone made a slower network look faster);
 4. :func:`judge`: the claim's statistic at each point (``a/b``; over the control's ``a/b`` for
    ``ratio_vs_control``), its verdict (the claim's ``expect`` on that point), the closed form's
-   ratio at the same point and its verdict as :mod:`distrepro_wf.sensitivity` draws it (the
+   ratio at the same point and its verdict as :mod:`distrepro_wf.claims.sensitivity` draws it (the
    sweep's nominal simulated ratio scaled by ``closed_form(p) / closed_form(nominal)``), and
    whether the two verdicts agree.
 
@@ -61,8 +61,8 @@ import pandas as pd
 from impls.backends import is_simulated
 from impls.errors import ConfigError
 
-from . import claims as wfclaims
-from . import config as wfconfig
+from . import evaluate as wfclaims
+from ..pipeline import config as wfconfig
 from . import sensitivity
 
 STEPS = 3  # steps per epoch of a short run
@@ -100,7 +100,7 @@ def chosen(names: Iterable[str], claims: Iterable[dict[str, Any]]) -> list[dict[
 
 def simulated_speed_rows(claims: Iterable[dict[str, Any]], config: dict[str, Any]) -> list[tuple[dict, int, str]]:
     """(claim, nodes, straggler) of every simulated speed claim at each of its settings: the rows
-    :func:`distrepro_wf.sensitivity.analyse` evaluates."""
+    :func:`distrepro_wf.claims.sensitivity.analyse` evaluates."""
     out = []
     for c in claims:
         exp = (config.get("experiments") or {}).get(c["experiment"])
@@ -132,7 +132,7 @@ def _spec(x: Any) -> dict[str, Any]:
 
 
 def perturb(cfg: dict[str, Any], name: str, value: float) -> dict[str, Any]:
-    """``cfg`` with parameter ``name`` (a :data:`~distrepro_wf.sensitivity.RANGES` name) at
+    """``cfg`` with parameter ``name`` (a :data:`~distrepro_wf.claims.sensitivity.RANGES` name) at
     ``value`` (a factor for the "scale" ranges) on the simulator's knobs (module docstring);
     :class:`NotSwept` where it has none here."""
     from impls.sim.opcost import FREE, given_opcost, paper_opcost  # noqa: PLC0415
@@ -222,8 +222,8 @@ def plan(claims: Iterable[dict[str, Any]], config: dict[str, Any], steps: int = 
 
 def epoch_time(out: str | os.PathLike) -> float:
     """The simulated time per epoch of a finished short run, over all its epochs (each over
-    ranks, as the runs table aggregates it: :func:`distrepro_wf.collect.read_run`)."""
-    from .collect import read_run  # noqa: PLC0415
+    ranks, as the runs table aggregates it: :func:`distrepro_wf.pipeline.collect.read_run`)."""
+    from ..pipeline.collect import read_run  # noqa: PLC0415
 
     _, tables = read_run(Path(out))
     return float(tables.epochs["time/epoch_s"].mean())
@@ -232,9 +232,9 @@ def epoch_time(out: str | os.PathLike) -> float:
 def simulate_all(configs: dict[str, dict[str, Any]], workdir: str | os.PathLike, log: str | os.PathLike,
                  threads: int = 1, timeout_s: float = 600) -> tuple[dict[str, float], float]:
     """({key: simulated time per epoch}, CPU seconds of the simulations): every config one
-    child process (:func:`distrepro_wf.simbench.simulate`), ``threads`` at once (simulated times do
+    child process (:func:`distrepro_wf.bench.simbench.simulate`), ``threads`` at once (simulated times do
     not depend on the load); a failed simulation raises, so no partial table is written."""
-    from .simbench import simulate  # noqa: PLC0415
+    from ..bench.simbench import simulate  # noqa: PLC0415
 
     cpu: list[float] = []
 
@@ -264,7 +264,7 @@ def table(points: list[dict[str, Any]], times: dict[str, float]) -> pd.DataFrame
 def judge(frame: pd.DataFrame, expects: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """Verdicts of the sweep's rows: ``verdict`` (the claim's ``expect`` on ``sim_ratio``),
     ``closed_form_scaled`` (the row's setting's nominal ``sim_ratio`` times ``closed_form_ratio /
-    closed_form_ratio at nominal``, as :mod:`distrepro_wf.sensitivity` scales), its verdict, and
+    closed_form_ratio at nominal``, as :mod:`distrepro_wf.claims.sensitivity` scales), its verdict, and
     ``agrees``; rows without a simulated ratio (not swept) get none."""
     out = frame.copy()
     for col in ("closed_form_scaled", "verdict", "closed_form_verdict", "agrees"):

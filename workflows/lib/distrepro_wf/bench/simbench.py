@@ -39,9 +39,9 @@ import pandas as pd
 
 from impls.errors import ConfigError
 
-from .launch import run_command
+from ..pipeline.launch import run_command
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 COST_TOL = 0.05  # the simulator's bound: ring all-reduce within 5 % of alpha-beta
 SLOWMO_TOL = 0.15
@@ -50,7 +50,7 @@ FIVE_MIN_S = 300.0
 
 #: published rows a platform parameter is fitted on (``sim_paper_rows.csv`` role ``fitted``,
 #: scripts/bench_sim_paper_rows.py): a simulated claim that sets this parameter never shows a row
-#: of it as its published value (:func:`distrepro_wf.claims.label_row`)
+#: of it as its published value (:func:`distrepro_wf.claims.evaluate.label_row`)
 FITTED_ROWS = {"slowmo_t2a_ar_tpi": "allreduce_efficiency", "sgp_v1_time_ar_n32": "allreduce_efficiency"}
 
 SGP_1PEER = {"name": "sgp", "topology": {"name": "exponential", "peers": 1}}
@@ -104,7 +104,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "timeout_s": 900,
     },
     "sensitivity_sweep": {
-        # rule sensitivity_sweep (distrepro_wf/sweep.py): the claims to sweep ([]: every simulated
+        # rule sensitivity_sweep (distrepro_wf/claims/sweep.py): the claims to sweep ([]: every simulated
         # speed claim), each short run's epochs of steps (the last epoch is read), a simulation's limit
         "claims": [],
         "steps": 3,
@@ -137,7 +137,7 @@ def bench_spec(name: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
 def run_config(algorithm: str | Mapping[str, Any], nodes: int, workload: Mapping[str, Any], seed: int = 1,
                experiment: str = "bench", **over: Any) -> dict[str, Any]:
     """A resolved run config of one benchmark or study run, outside any experiment grid (an
-    experiment's runs come from :func:`distrepro_wf.config.run_config`; the tests' from
+    experiment's runs come from :func:`distrepro_wf.pipeline.config.run_config`; the tests' from
     ``tests/conftest.py::make_config``): ``over`` sets top-level keys (``backend``,
     ``platform``, ``profile``).  Every benchmark builds its run configs here."""
     algo = {"name": algorithm} if isinstance(algorithm, str) else copy.deepcopy(dict(algorithm))

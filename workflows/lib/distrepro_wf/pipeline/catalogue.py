@@ -1,7 +1,7 @@
 """The metric catalogue: every metric the tables, claims, plots and report name, in one place.
 
-Two levels, read by :mod:`distrepro_wf.collect` (aggregation and summaries), the claims
-(:mod:`distrepro_wf.published` refuses a claim whose metric is not in :data:`METRICS`;
+Two levels, read by :mod:`distrepro_wf.pipeline.collect` (aggregation and summaries), the claims
+(:mod:`distrepro_wf.claims.published` refuses a claim whose metric is not in :data:`METRICS`;
 labels and units come from here), the plots and the report:
 
 * :data:`EPOCH`: a key of the runtime's epoch records (``impls/runtime/metrics.py``) -> how the
@@ -10,7 +10,7 @@ labels and units come from here), the plots and the report:
   its slowest rank) and which direction is better (what a target means for it).
 * :data:`METRICS`: a column of ``results/tables/<experiment>/runs.csv`` -> its label and
   unit for people, the factor into that unit, which direction is better (P(A beats B) of a
-  claim, :mod:`distrepro_wf.stats`), and how :func:`distrepro_wf.collect.summarize`
+  claim, :mod:`distrepro_wf.claims.stats`), and how :func:`distrepro_wf.pipeline.collect.summarize`
   computes it from the run's epoch table: ``(epoch key, reducer)`` with ``last``, ``max``,
   ``min`` or ``mean`` over epochs, or ``None`` for the few computed there by hand (per step,
   to target on the run's evaluation series, the time breakdown, and ``network``: a text
@@ -19,8 +19,8 @@ labels and units come from here), the plots and the report:
 Both levels also say which values a metric can take (``bounds``, ``[low, high]``, None for
 no bound: accuracies lie in [0, 1], BLEU in [0, 100], losses, times, bytes and counts are
 >= 0).  A value outside them can never be measured, so a ``workload.target`` there is refused
-by :func:`distrepro_wf.config.validate` (:func:`unreachable`), and so is a claim whose pass
-region lies outside them (:func:`distrepro_wf.published.load`); both before any job.
+by :func:`distrepro_wf.pipeline.config.validate` (:func:`unreachable`), and so is a claim whose pass
+region lies outside them (:func:`distrepro_wf.claims.published.load`); both before any job.
 
 Adding a metric: the runtime logs its key (one line in :data:`EPOCH`), and a run-level
 column is one line in :data:`METRICS`; collect, claims, plots and report follow.
@@ -110,7 +110,7 @@ class Metric:
 METRICS: dict[str, Metric] = {
     "final_acc": Metric("final validation top-1", "%", "final_acc", 100.0, ("acc/val", "last"), True, bounds=UNIT),
     "best_acc": Metric("best validation top-1", "%", "best_acc", 100.0, ("acc/val", "max"), True, bounds=UNIT),
-    # the plateau check (distrepro_wf.mechanisms "plateau"): mean top-1 of the last quarter of the
+    # the plateau check (distrepro_wf.claims.mechanisms "plateau"): mean top-1 of the last quarter of the
     # evaluations minus the quarter's before (collect._late_gain)
     "late_gain_acc": Metric("top-1 gained in the run's last quarter (about 0 at a plateau)", "points",
                             "late_gain_acc", 100.0, ("acc/val", "late_gain"), True, bounds=(-1.0, 1.0)),
@@ -213,4 +213,4 @@ def unreachable_target(metric: str, value: float) -> str | None:
     if m is None or within(value, m.bounds):
         return None
     return (f"{value:g} can never be reached: {metric} is always {bounds_text(m.bounds)} "
-            f"(the metric catalogue, distrepro_wf.catalogue.EPOCH)")
+            f"(the metric catalogue, distrepro_wf.pipeline.catalogue.EPOCH)")

@@ -5,7 +5,7 @@ allowed values for the first problem; it checks the JSON schema, then every name
 that the schema cannot know (workloads, straggler settings, registered algorithms,
 their hyperparameters, dataset directories), by resolving each run's config exactly
 as the runtime will, and a ``workload.target`` outside its metric's bounds in the metric
-catalogue (:mod:`distrepro_wf.catalogue`: ``acc/val`` 1.5 can never be reached).
+catalogue (:mod:`distrepro_wf.pipeline.catalogue`: ``acc/val`` 1.5 can never be reached).
 
 Before any algorithm is built, each launch on real ranks must be one its launcher can
 start (:func:`check_launch`): ``launcher.kind: local`` starts every rank on this machine,
@@ -36,7 +36,7 @@ from impls.errors import ConfigError
 from .catalogue import unreachable_target
 from .yamlio import load_yaml
 
-WORKFLOW_DIR = Path(__file__).resolve().parents[2]
+WORKFLOW_DIR = Path(__file__).resolve().parents[3]
 SCHEMA_PATH = WORKFLOW_DIR / "schemas" / "config.schema.yaml"
 RUN_PATTERN = "{experiment}/{method}/n{nodes}/{straggler}/seed{seed}"
 #: launcher.kind local: processes a launch may start per CPU of this machine (launcher.max_ranks_per_cpu).
@@ -60,7 +60,7 @@ class Run(NamedTuple):
 
 
 def check_config_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Read each config file strictly (:mod:`distrepro_wf.yamlio`): a YAML syntax error
+    """Read each config file strictly (:mod:`distrepro_wf.pipeline.yamlio`): a YAML syntax error
     or a key defined twice is a :class:`ConfigError` naming the file, line and key."""
     docs = []
     for p in paths:

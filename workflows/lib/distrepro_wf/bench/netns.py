@@ -1,7 +1,7 @@
 """A shaped real network on one machine: every rank a "host" in its own Linux network namespace.
 
 The simulated platform (:mod:`impls.sim`) is validated against this tier
-(``results/bench/sim_vs_netns.csv``, :mod:`distrepro_wf.netnsbench`).  A *testbed* of ``n``
+(``results/bench/sim_vs_netns.csv``, :mod:`distrepro_wf.bench.netnsbench`).  A *testbed* of ``n``
 hosts is (all of it inside namespaces this module creates; the root namespace gets no
 address, no interface, no route):
 
@@ -19,7 +19,7 @@ address, no interface, no route):
 
 Launch (:func:`launch`): one ``torchrun`` per host, ``ip netns exec``'d into it with
 ``GLOO_SOCKET_IFNAME=eth0``, rendezvousing (c10d) on the first host: the multi-node path
-of a Slurm launch (:func:`distrepro_wf.launch.multinode_args`), which this tier is the
+of a Slurm launch (:func:`distrepro_wf.pipeline.launch.multinode_args`), which this tier is the
 first real multi-host test of.  Two differences to a Slurm launch, both because every
 namespace shares the machine's hostname: the first host is told it hosts the store
 (``--rdzv-conf=is_host=1``; Slurm's first node finds out by its hostname) and each host
@@ -35,10 +35,10 @@ is deleted.  :func:`preflight` refuses, before any job, where namespaces cannot 
 
 CLI (root)::
 
-    python -m distrepro_wf.netns check              # can testbeds be made here?
-    python -m distrepro_wf.netns cleanup            # delete stale testbeds (dead owners)
-    python -m distrepro_wf.netns run --hosts 2 --rate-mbit 100 --plan plan.json
-    python -m distrepro_wf.netns run --hosts 2 --rate-mbit 100 --config run.json --out DIR
+    python -m distrepro_wf.bench.netns check              # can testbeds be made here?
+    python -m distrepro_wf.bench.netns cleanup            # delete stale testbeds (dead owners)
+    python -m distrepro_wf.bench.netns run --hosts 2 --rate-mbit 100 --plan plan.json
+    python -m distrepro_wf.bench.netns run --hosts 2 --rate-mbit 100 --config run.json --out DIR
 
 No torch here (the workflow library imports it).
 """
@@ -231,9 +231,9 @@ class Testbed:
 def start_reaper(tb: Testbed) -> subprocess.Popen:
     """A watchdog in its own session: deletes ``tb`` once its owner process is gone (any
     kill), and ends by itself once the testbed is gone."""
-    cmd = [sys.executable, "-m", "distrepro_wf.netns", "reap", "--owner", str(tb.owner), "--tag", tb.tag,
+    cmd = [sys.executable, "-m", "distrepro_wf.bench.netns", "reap", "--owner", str(tb.owner), "--tag", tb.tag,
            *itertools.chain.from_iterable(("--name", n) for n in tb.names())]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                                                         os.environ.get("PYTHONPATH", "")])}
     return subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env)
@@ -299,8 +299,8 @@ def tcp_latency_us(tb: Testbed, a: int = 0, b: int = 1, n: int = 2000, bulk_byte
 def host_commands(tb: Testbed, entry: Sequence[str], ranks_per_host: int = 1, python: str | None = None,
                   rdzv_id: str | None = None, port: int = RDZV_PORT) -> list[list[str]]:
     """One torchrun per host (``entry``: the module and its arguments, e.g. ``-m impls.run
-    --plan P``), rendezvousing (c10d) on host 0 (:func:`distrepro_wf.launch.multinode_args`)."""
-    from .launch import multinode_args, torchrun
+    --plan P``), rendezvousing (c10d) on host 0 (:func:`distrepro_wf.pipeline.launch.multinode_args`)."""
+    from ..pipeline.launch import multinode_args, torchrun
 
     python = python or sys.executable
     rdzv_id = rdzv_id or tb.tag

@@ -52,7 +52,7 @@ trigger runs the group again on the next invocation, and a good group never.
    invocation, also ``-n``): a cheap check of each member's ``outcome.json`` against the
    manifest of file sizes it recorded when the run completed (a deleted or truncated
    file, a corrupt ``outcome.json``);
-2. when rule collect reads a run (:mod:`distrepro_wf.collect`): the full check
+2. when rule collect reads a run (:mod:`distrepro_wf.pipeline.collect`): the full check
    (every line parses, every epoch on every rank once and in order, no step record
    twice, and every file against the checksum manifest written when the run was published:
    a same-size change is found there).  A run published before manifests existed is
@@ -518,7 +518,7 @@ def classify_failure(attempt: Path, rc: int, timed_out: bool, earlier_failed: bo
 def _launches(todo: list[dict[str, Any]], worlds: dict[Path, int | None] | None = None
               ) -> list[tuple[int | None, list[dict[str, Any]]]]:
     """The processes to start: one torchrun per number of processes the members need
-    (workers + other roles, :func:`distrepro_wf.launch.launch_world`, unless ``worlds`` gives
+    (workers + other roles, :func:`distrepro_wf.pipeline.launch.launch_world`, unless ``worlds`` gives
     them by run directory), and one process per simulated member (world ``None``)."""
     by_world: dict[int, list[dict[str, Any]]] = {}
     sims = []
@@ -608,7 +608,7 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
                   env: dict[str, str] | None = None, worlds: dict[str, int | None] | None = None) -> dict[str, Any]:
     """Run the members of a launch group that need it; write every outcome and the launch record.
 
-    ``worlds``: {run directory: :func:`distrepro_wf.launch.launch_world` of its config}, where
+    ``worlds``: {run directory: :func:`distrepro_wf.pipeline.launch.launch_world` of its config}, where
     the caller has them (rule train gets them from the Snakefile, which has imported torch to
     validate the config anyway); a member without one has it worked out here, and that
     imports torch (2-3 s)."""

@@ -31,9 +31,9 @@ import pandas as pd
 from impls.backends import is_simulated
 from impls.errors import ConfigError
 
-from .launch import standalone
+from ..pipeline.launch import standalone
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 KEYS = {"platforms", "nodes", "sizes", "algorithms", "real", "claims"}
 REAL_KEYS = {"nodes", "sizes", "reps"}
 CLAIM_KEYS = {"id", "statement", "sources", "a", "b", "where", "expect"}
@@ -44,7 +44,7 @@ COLUMNS = ["backend", "platform", "n", "algorithm", "bytes", "seconds", "alpha_b
 
 def platforms(path: str | os.PathLike) -> list[str]:
     """The simulated platforms a study file sweeps (its ``platforms`` keys): the rule's inputs."""
-    from .yamlio import load_yaml
+    from ..pipeline.yamlio import load_yaml
 
     return list(load_yaml(path)["platforms"])
 
@@ -286,7 +286,7 @@ def claims_summary(settings: pd.DataFrame, claims: list[dict[str, Any]]) -> pd.D
 def figure(table: pd.DataFrame, path: str | os.PathLike, nodes: Iterable[int] = (4, 32, 256)) -> None:
     """Time vs message size per algorithm (markers: measured; lines: alpha-beta), one panel per
     platform (rows) and node count (columns); real gloo ranks in the last row."""
-    from .plots import _plt
+    from ..report.plots import _plt
 
     plt = _plt()
     simulated = table[table["backend"].map(is_simulated).astype(bool)]

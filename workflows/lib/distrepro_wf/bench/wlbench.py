@@ -48,12 +48,12 @@ import pandas as pd
 
 from impls.errors import ConfigError
 
-from .bench import merge_spec
+from .tables import merge_spec
 
-from .yamlio import load_yaml
+from ..pipeline.yamlio import load_yaml
 
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 SGD_CIFAR = {"name": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 5.0e-4}
 DEFAULTS: dict[str, Any] = {

@@ -6,14 +6,14 @@ first.  Its reader reports a YAML syntax error as "Config file is not valid JSON
 without the file or the line, a non-UTF-8 file as a raw ``UnicodeDecodeError`` traceback and
 a self-referential document (``a: &a {b: *a}``) as a ``RecursionError`` traceback.  This
 module finds the ``--configfile``/``--configfiles`` arguments and reads each strictly
-(:func:`distrepro_wf.config.check_config_files`: file, line, column, duplicate keys,
+(:func:`distrepro_wf.pipeline.config.check_config_files`: file, line, column, duplicate keys,
 alias bombs), printing e.g.::
 
     invalid configuration: my.yaml: YAML syntax error: line 3, column 1: ...
 
 and exiting 1.  It runs from two places:
 
-1. ``scripts/reproduce.sh`` runs ``python -m distrepro_wf.precheck "$@"`` first;
+1. ``scripts/reproduce.sh`` runs ``python -m distrepro_wf.pipeline.precheck "$@"`` first;
 2. a plain ``snakemake`` next to the Snakefile reads the workflow profile
    ``profiles/default/config.yaml`` while it parses its command line, before it builds
    its settings: that profile is a yte template (``__use_yte__``, Snakemake's documented

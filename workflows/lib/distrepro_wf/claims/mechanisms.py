@@ -54,7 +54,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .config import Run, is_simulated, run_config
+from ..pipeline.config import Run, is_simulated, run_config
 
 CHECKS: dict[str, Callable[..., str]] = {}
 #: how a reason of the ``platform_sourced`` check begins (the claims table shows it as the reason)

@@ -1,0 +1,3 @@
+"""The benchmarks: each a pipeline target writing a CSV (:mod:`.tables`, :mod:`.simbench`,
+:mod:`.ddpbench`, :mod:`.netnsbench`, ...).
+"""

@@ -58,6 +58,8 @@ def test_step_time_ratio_table_is_exact():
     pd.testing.assert_frame_equal(step_time_vs_allreduce(runs, "allreduce_sgd", targets), expected, check_exact=True)
     with pytest.raises(ConfigError, match=r"benchmarks\.step_time_vs_allreduce\.targets\.sgp: expected"):
         step_time_targets({"targets": {"sgp": "<= 1"}})
+    with pytest.raises(ConfigError, match=r"benchmarks\.step_time_vs_allreduce\.targets\.sgp/none: expected"):
+        step_time_targets({"targets": {"sgp/none": ""}})  # empty: refused naming the key, not an IndexError
 
 
 def test_step_time_table_of_no_runs_has_the_columns():

@@ -19,7 +19,7 @@ def step_time_targets(given: Mapping[str, Any] | None) -> dict[tuple[str, str], 
     out = {}
     for k, v in (spec["targets"] or {}).items():
         a, _, s = str(k).partition("/")
-        if not (a and s) or not isinstance(v, str) or not v.split()[0] in ("<", "<=", ">", ">="):
+        if not (a and s) or not isinstance(v, str) or v.split()[:1] not in (["<"], ["<="], [">"], [">="]):
             raise ConfigError(f"{STEP_TIME_KEY}.targets.{k}", f"expected '<algorithm>/<straggler>': '<op> <ratio>' "
                                                              f"(op one of <, <=, >, >=), got {k!r}: {v!r}")
         out[(a, s)] = v

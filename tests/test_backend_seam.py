@@ -81,6 +81,35 @@ def test_backends_are_registered_components():
         backend_of("mpi")
 
 
+def test_the_torch_backend_owns_its_process_groups(monkeypatch):
+    """What the workflow once decided by comparing ``gloo`` / ``nccl`` / ``auto``: the process
+    group a request resolves to, whether it cannot run without a GPU per rank (a local launch
+    checks the machine), whether a launch asks the scheduler for GPUs; the values the launcher's
+    ``--backend`` takes and the schema's ``launcher.backend`` enum are the spec's."""
+    import yaml
+
+    from impls import run as entry
+    from impls.backends import DEFAULT
+
+    real, sim = backend_of("torch"), backend_of("simgrid")
+    assert DEFAULT == real.default_value == "auto"
+    assert [real.process_group(v, gpu=False) for v in real.run_values] == ["gloo", "gloo", "nccl"]
+    assert [real.process_group(v, gpu=True) for v in real.run_values] == ["nccl", "gloo", "nccl"]
+    assert [real.needs_gpu(v) for v in real.run_values] == [False, False, True]
+    assert [real.may_use_gpu(v) for v in real.run_values] == [True, False, True]
+    assert real.cpu_values() == ("auto", "gloo")
+    assert (sim.process_group("simgrid"), sim.needs_gpu("simgrid"), sim.may_use_gpu("simgrid")) == \
+        ("simgrid", False, False)
+    with pytest.raises(ConfigError, match=r"^backend: unknown process group 'mpi'; allowed: auto, gloo, nccl$"):
+        real.process_group("mpi")
+    schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
+    assert tuple(schema["properties"]["launcher"]["properties"]["backend"]["enum"]) == real.run_values
+    # impls.run's --backend: the values of the backends torchrun runs (a new one is a choice at once)
+    assert entry.parser().parse_args(["--plan", "p"]).backend == "auto"
+    monkeypatch.setattr(type(real), "run_values", (*real.run_values, "ucc"))
+    assert entry.parser().parse_args(["--plan", "p", "--backend", "ucc"]).backend == "ucc"
+
+
 class _Ticking(Clock):
     """A clock one second further on at every reading (as a simulated clock runs ahead of the
     wall clock): a deadline counted on it passes after a few readings, whatever the real time."""

@@ -910,6 +910,37 @@ def test_report_settings_come_from_config_over_the_schema_default():
         check_schema({**base, "report": {"colours": {"x": "blue"}}})
 
 
+def test_an_experiment_draws_the_figures_its_config_names(tmp_path):
+    """``experiments.<e>.figures`` (default: every registered figure, in the registry's order):
+    the figures rule plot draws for it and the only ones its page shows; an unknown name is
+    refused naming the key and the known figures."""
+    from distrepro_wf.report.plots import FIGURES, experiment_figures
+
+    cfg = copy.deepcopy(rf.CONFIG)
+    assert experiment_figures(cfg, "sgp") == list(FIGURES)  # the default reproduction's figures
+    cfg["experiments"]["sgp"]["figures"] = ["to_target", "scaling"]
+    assert experiment_figures(cfg, "sgp") == ["to_target", "scaling"]
+    with pytest.raises(ConfigError) as e:
+        experiment_figures({"experiments": {"x": {"figures": ["scaling", "pie"]}}}, "x")
+    assert e.value.key == "experiments.x.figures" and f"known: {', '.join(sorted(FIGURES))}" in str(e.value)
+    # the page: one figure block (drawn, or the sentence saying why not) per figure asked for,
+    # and no image of a figure the experiment does not draw
+    tables = tmp_path / "results" / "tables"
+    for e_ in ("baseline", "sgp"):
+        (tables / e_).mkdir(parents=True)
+        runs_table([]).to_csv(tables / e_ / "runs.csv", index=False)
+        failed_table([]).to_csv(tables / e_ / "failed.csv", index=False)
+    pub = wfpublished.load(cfg, _published_with(tmp_path, [claim()]))
+    results = wfclaims.evaluate(pub, cfg, *wfclaims.read_tables(tables, ["baseline", "sgp"]))
+    out = tmp_path / "reports" / "index.html"
+    build(["baseline", "sgp"], cfg, tables, out, [], [], pub, results)
+    html = (out.parent / "papers" / "sgp.html").read_text()
+    assert re.findall(r'id="(?:no)?fig-sgp-(\w+)"', html) == ["to_target", "scaling"]
+    assert not re.search(r'src="[^"]*figures/sgp/(?!to_target|scaling)', html)
+    harness = (out.parent / "papers" / "harness.html").read_text()  # baseline: the default, every figure
+    assert sorted(re.findall(r'id="(?:no)?fig-baseline-(\w+)"', harness)) == sorted(FIGURES)
+
+
 # ------------------------------------------------------------------ like for like (issue 24 item 3)
 
 

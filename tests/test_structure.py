@@ -3,9 +3,12 @@
 * no import cycle among the modules of ``impls/`` (every ``import`` statement counts, the
   ones inside functions too: a lazy import is still a dependency);
 * ``impls/`` (the library) never imports ``workflows/`` (``distrepro_wf``);
-* no registered backend name (``impls.backends.BACKENDS``: ``torch``, ``simgrid``) is
-  compared (``==``, ``!=``, ``in``) outside ``impls/backends/``: callers ask the backend's
-  spec (``backend_of(value)``, ``is_simulated(value)``, ``backend.spec``) instead;
+* no registered backend name (``impls.backends.BACKENDS``: ``torch``, ``simgrid``), nor a
+  value a backend serves (its spec's ``run_values``: the torch process groups ``gloo``,
+  ``nccl`` and the request ``auto``), is compared (``==``, ``!=``, ``in``) outside
+  ``impls/backends/``: callers ask the backend's spec (``backend_of(value)``,
+  ``is_simulated(value)``, ``spec.process_group(value)``, ``spec.needs_gpu(value)``,
+  ``backend.spec``) instead;
 * the runtime's loops (``impls/runtime/``) branch on no step-schedule capability flag
   (``barrier_free``, ``per_epoch_collectives``, or any boolean a schedule class declares):
   the schedule owns its epoch-end policy (``impls.runtime.steps``), and no function of the
@@ -165,22 +168,31 @@ def test_impls_never_imports_the_workflow():
     assert _workflow_imports(ast.parse(planted)) == [1, 2, 4]
 
 
+#: values a backend serves that are also everyday config words (d2's ``mixing: auto``, a
+#: benchmark's ``gpu: auto``): compared, they count only where the comparison mentions a backend
+EVERYDAY_WORDS = {"auto"}
+
+
 def backend_names() -> set[str]:
+    """The registry names and every value a backend serves (``gloo``, ``nccl``, ``auto``, ...)."""
     names = set(BACKENDS.names())
     assert {"torch", "simgrid"} <= names, f"the backends are registered components: {sorted(names)}"
-    return names
+    served = {v for n in BACKENDS.names() for v in BACKENDS.get(n).run_values}
+    assert {"gloo", "nccl", "auto"} <= served, f"the torch backend serves its process groups: {sorted(served)}"
+    return names | served
 
 
 def _name_comparisons(tree: ast.AST, names: set[str]) -> list[str]:
     """``line: expression`` of every comparison with a backend name among its operands (a string
-    constant, or one inside a tuple / list / set literal: ``backend in ("simgrid", ...)``)."""
-    def named(e: ast.AST) -> bool:
+    constant, or one inside a tuple / list / set literal: ``backend in ("simgrid", ...)``); an
+    everyday word (:data:`EVERYDAY_WORDS`) only in a comparison whose text names a backend."""
+    def named(e: ast.AST, text: str) -> bool:
         if isinstance(e, ast.Constant):
-            return e.value in names
-        return isinstance(e, (ast.Tuple, ast.List, ast.Set)) and any(named(x) for x in e.elts)
+            return e.value in names and (e.value not in EVERYDAY_WORDS or "backend" in text)
+        return isinstance(e, (ast.Tuple, ast.List, ast.Set)) and any(named(x, text) for x in e.elts)
 
     return [f"{n.lineno}: {ast.unparse(n)}" for n in ast.walk(tree)
-            if isinstance(n, ast.Compare) and any(named(e) for e in (n.left, *n.comparators))]
+            if isinstance(n, ast.Compare) and any(named(e, ast.unparse(n)) for e in (n.left, *n.comparators))]
 
 
 def test_no_backend_name_compared_outside_the_backend_package():
@@ -191,8 +203,11 @@ def test_no_backend_name_compared_outside_the_backend_package():
                  if ROOT / "impls" / "backends" not in p.parents
                  and (hits := _name_comparisons(ast.parse(p.read_text()), names))}
     assert offenders == {}, "ask the backend's spec (impls.backends.backend_of / is_simulated) instead"
-    planted = "if cfg.get('backend') == 'simgrid': pass\nok = b != 'torch'\nx = k in ('simgrid', 'x')\ny = k == 'x'\n"
-    assert [h.split(":")[0] for h in _name_comparisons(ast.parse(planted), names)] == ["1", "2", "3"]
+    planted = ("if cfg.get('backend') == 'simgrid': pass\nok = b != 'torch'\nx = k in ('simgrid', 'x')\ny = k == 'x'\n"
+               "gpus = launcher.get('backend', 'auto') != 'gloo'\nif backend == 'nccl': pass\n"
+               "b = 'gloo' if backend == 'auto' else backend\nz = mixing == 'auto'\nw = a in ('gloo', 'ring')\n")
+    assert [h.split(":")[0] for h in _name_comparisons(ast.parse(planted), names)] == \
+        ["1", "2", "3", "5", "6", "7", "9"]  # not 8: an everyday word, no backend in sight
 
 
 RUNTIME = ROOT / "impls" / "runtime"

@@ -23,14 +23,26 @@ import signal
 TORCHRUN_ENTRY = "impls.run"  # this module (``__name__`` is ``__main__`` under ``python -m``)
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line; ``--backend`` takes the values of the registered backends torchrun
+    runs (their spec's ``entry_module`` is this one: ``auto``, ``gloo``, ``nccl``)."""
+    from .backends import BACKENDS, DEFAULT
+
+    served = [v for n in BACKENDS.names() if BACKENDS.get(n).entry_module == TORCHRUN_ENTRY
+              for v in BACKENDS.get(n).run_values]
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", help="resolved run config (JSON)")
     ap.add_argument("--out", help="output directory (metrics, config, provenance)")
     ap.add_argument("--checkpoint-dir", default=None, help="per-epoch checkpoints; resumed from if present")
     ap.add_argument("--plan", help="JSON list of {config, out, checkpoint_dir} entries to run in order")
-    ap.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"))
+    ap.add_argument("--backend", default=DEFAULT, choices=served,
+                    help="the process group of the ranks (the torch backend's requests; default: %(default)s)")
     ap.add_argument("--calibration", default=None, help="a simulated run's cache of the 'measured' profile (JSON)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = parser()
     args = ap.parse_args(argv)
     if bool(args.plan) == bool(args.config and args.out):
         ap.error("give either --plan, or --config and --out")

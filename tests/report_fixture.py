@@ -211,7 +211,7 @@ def add_claim_columns(results: pd.DataFrame, published: Any) -> pd.DataFrame:
 def render(root: Path, config: dict[str, Any] | None = None) -> list[Path]:
     """Tables -> figures -> claims -> report under ``root`` (results/ and reports/), as the pipeline does."""
     from distrepro_wf.report.evidence import claim_frame, plotted
-    from distrepro_wf.report.plots import FIGURES, FOREST_PAGES, draw, forest, read_tables, tornado
+    from distrepro_wf.report.plots import FOREST_PAGES, draw, experiment_figures, forest, read_tables, tornado
     from distrepro_wf.report.build import build
 
     config = copy.deepcopy(config or CONFIG)
@@ -220,7 +220,7 @@ def render(root: Path, config: dict[str, Any] | None = None) -> list[Path]:
     experiments = sorted(config["experiments"])
     for e in experiments:
         t = read_tables(tables / e)
-        for name in FIGURES:
+        for name in experiment_figures(config, e):  # rule plot: the figures the experiment asks for
             draw(name, t, root / "reports" / "figures" / e / f"{name}.png", config)
     published = wfpublished.load(config)
     runs, failed = wfclaims.read_tables(tables, experiments)

@@ -929,7 +929,7 @@ def test_an_experiment_draws_the_figures_its_config_names(tmp_path):
     for e_ in ("baseline", "sgp"):
         (tables / e_).mkdir(parents=True)
         runs_table([]).to_csv(tables / e_ / "runs.csv", index=False)
-        failed_table([]).to_csv(tables / e_ / "failed.csv", index=False)
+        failed_table([("osgp", 4, "none", 1, DIVERGED)]).iloc[0:0].to_csv(tables / e_ / "failed.csv", index=False)
     pub = wfpublished.load(cfg, _published_with(tmp_path, [claim()]))
     results = wfclaims.evaluate(pub, cfg, *wfclaims.read_tables(tables, ["baseline", "sgp"]))
     out = tmp_path / "reports" / "index.html"

@@ -191,8 +191,9 @@ def _name_comparisons(tree: ast.AST, names: set[str]) -> list[str]:
             return e.value in names and (e.value not in EVERYDAY_WORDS or "backend" in text)
         return isinstance(e, (ast.Tuple, ast.List, ast.Set)) and any(named(x, text) for x in e.elts)
 
-    return [f"{n.lineno}: {ast.unparse(n)}" for n in ast.walk(tree)
+    hits = [n for n in ast.walk(tree)
             if isinstance(n, ast.Compare) and any(named(e, ast.unparse(n)) for e in (n.left, *n.comparators))]
+    return [f"{n.lineno}: {ast.unparse(n)}" for n in sorted(hits, key=lambda n: (n.lineno, n.col_offset))]
 
 
 def test_no_backend_name_compared_outside_the_backend_package():
@@ -202,7 +203,8 @@ def test_no_backend_name_compared_outside_the_backend_package():
     offenders = {str(p.relative_to(ROOT)): hits for p in files
                  if ROOT / "impls" / "backends" not in p.parents
                  and (hits := _name_comparisons(ast.parse(p.read_text()), names))}
-    assert offenders == {}, "ask the backend's spec (impls.backends.backend_of / is_simulated) instead"
+    assert offenders == {}, ("ask the backend's spec (impls.backends.backend_of / is_simulated, "
+                             "spec.process_group / needs_gpu / may_use_gpu) instead")
     planted = ("if cfg.get('backend') == 'simgrid': pass\nok = b != 'torch'\nx = k in ('simgrid', 'x')\ny = k == 'x'\n"
                "gpus = launcher.get('backend', 'auto') != 'gloo'\nif backend == 'nccl': pass\n"
                "b = 'gloo' if backend == 'auto' else backend\nz = mixing == 'auto'\nw = a in ('gloo', 'ring')\n")

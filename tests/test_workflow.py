@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -143,6 +144,8 @@ def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     cfg["experiments"]["smoke"]["stragglers"] = ["slow"]
     cfg["experiments"]["smoke"]["methods"] = {"allreduce_sgd": {"nodes": [2]},
                                               "serial_sgd": {"nodes": [1], "stragglers": ["none"]}}
+    drawn = ["loss_vs_epoch", "acc_vs_wall", "epoch_time_vs_nodes", "to_target"]
+    cfg["experiments"]["smoke"]["figures"] = drawn  # the figures it draws (default: every registered one)
     cfgfile = write_config(tmp_path, cfg)
     tables = tmp_path / "results" / "tables" / "smoke"
     n1 = [run_dir(tmp_path, 1, s) for s in (1, 2)]
@@ -208,6 +211,10 @@ def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     assert "All runs completed" in html
     for img in ("loss_vs_epoch", "acc_vs_wall", "epoch_time_vs_nodes"):
         assert (tmp_path / "reports" / "figures" / "smoke" / f"{img}.png").stat().st_size > 1000
+    # experiments.smoke.figures: those drawn (rule plot_smoke), and the only ones its page shows
+    assert sorted(p.stem for p in (tmp_path / "reports" / "figures" / "smoke").glob("*.png")) == sorted(drawn)
+    page = (tmp_path / "reports" / "papers" / "harness.html").read_text()
+    assert sorted(set(re.findall(r'id="(?:no)?fig-smoke-(\w+)"', page))) == sorted(drawn)
     # Snakemake's native report of the same figures and tables
     proc = subprocess.run([*SNAKEMAKE, "-d", str(tmp_path), "--configfile", cfgfile, "--report",
                            str(tmp_path / "report.html")], capture_output=True, text=True, timeout=300)

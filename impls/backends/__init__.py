@@ -38,7 +38,11 @@ process, the device of a rank (:meth:`BackendSpec.device`), how a run is launche
 provenance fields and the validation of its own run-config keys (``platform``, ``profile``).
 :func:`backend_of` maps a config's ``backend`` value (``auto``, ``gloo``, ``nccl``,
 ``simgrid``, or the name itself) to its spec; :func:`is_simulated` is the one question the
-workflow asks.  A spec imports its implementation module only when a rank of it is made, so a
+workflow asks of where a run runs, and what a value means on real ranks is the spec's too
+(:meth:`BackendSpec.process_group`: ``auto`` -> ``gloo`` or ``nccl``;
+:meth:`~BackendSpec.needs_gpu`: a local launch checks the machine's GPUs;
+:meth:`~BackendSpec.may_use_gpu`: a cluster job asks for a GPU per rank), so no caller
+outside this package compares these names (a test checks it).  A spec imports its implementation module only when a rank of it is made, so a
 simulated run never imports ``torch.distributed`` (a test checks it).  Adding a backend: a
 module here implementing :class:`Backend` and :class:`Clock`, and a registered spec naming it.
 """
@@ -309,6 +313,23 @@ class BackendSpec:
     def use_cuda(self, kind: str) -> bool:
         return False
 
+    def process_group(self, kind: str, gpu: bool | None = None) -> str:
+        """The transport ranks of the run-config value ``kind`` use (a simulated backend: its own
+        name); ``gpu``: whether the ranks have a GPU (None: this process's)."""
+        return self.name
+
+    def needs_gpu(self, kind: str) -> bool:
+        """Whether ranks of ``kind`` cannot run without a GPU each (a local launch checks the machine)."""
+        return False
+
+    def may_use_gpu(self, kind: str) -> bool:
+        """Whether ranks of ``kind`` use a GPU where there is one (a cluster job asks for one per rank)."""
+        return False
+
+    def cpu_values(self) -> tuple[str, ...]:
+        """The values of :attr:`run_values` that run without a GPU (for messages)."""
+        return tuple(v for v in self.run_values if not self.needs_gpu(v))
+
     def device(self, kind: str) -> Any:
         """The device of this process's rank for a run config's ``backend`` value ``kind``."""
         import os
@@ -350,15 +371,46 @@ def _fixed_profile_only(run: Any) -> None:
 
 @BACKENDS.register("torch")
 class TorchSpec(BackendSpec):
-    """Real ranks under torchrun (:mod:`.torch_dist`): gloo on CPU, NCCL on GPU; the wall clock."""
+    """Real ranks under torchrun (:mod:`.torch_dist`): gloo on CPU, NCCL on GPU; the wall clock.
 
-    name, module, run_values = "torch", "torch_dist", ("auto", "gloo", "nccl")
+    Its run-config values (the config's ``launcher.backend``, ``impls.run --backend``) are
+    requests for a ``torch.distributed`` process group: ``gloo`` (CPU tensors, anywhere),
+    ``nccl`` (a CUDA GPU per rank) and ``auto`` (:attr:`default_value`: NCCL where the ranks
+    have a GPU, else gloo).  What they mean is asked of this spec (:meth:`process_group`,
+    :meth:`needs_gpu`, :meth:`may_use_gpu`), never compared by name outside this package."""
+
+    name, module = "torch", "torch_dist"
+    #: the process groups, then the request that picks one by the ranks' hardware
+    process_groups, default_value = ("gloo", "nccl"), "auto"
+    run_values = ("auto", "gloo", "nccl")
     runs_on, time_kind, one_process, entry_module = "real", "wall clock", False, "impls.run"
 
-    def use_cuda(self, kind: str) -> bool:
-        import torch
+    def process_group(self, kind: str, gpu: bool | None = None) -> str:
+        """``gloo`` or ``nccl`` for the request ``kind``; ``auto`` (or the registry name,
+        ``torch``): ``nccl`` where the ranks have a GPU (``gpu``; None: whether this process
+        sees one), else ``gloo``."""
+        if kind in self.process_groups:
+            return kind
+        if kind not in (self.default_value, self.name):
+            raise ConfigError("backend", f"unknown process group {kind!r}; allowed: {', '.join(self.run_values)}")
+        if gpu is None:
+            import torch
 
-        return kind == "nccl" or (kind == "auto" and torch.cuda.is_available())
+            gpu = torch.cuda.is_available()
+        return "nccl" if gpu else "gloo"
+
+    def use_cuda(self, kind: str) -> bool:
+        return self.process_group(kind) == "nccl"
+
+    def needs_gpu(self, kind: str) -> bool:
+        return self.process_group(kind, gpu=False) == "nccl"
+
+    def may_use_gpu(self, kind: str) -> bool:
+        return self.process_group(kind, gpu=True) == "nccl"
+
+    def gpus_here(self, kind: str) -> int:
+        """The GPUs this machine gives ranks of ``kind`` (CUDA devices usable by NCCL; 0 without)."""
+        return self.module_().usable_gpus()
 
     def join(self, kind: str) -> Backend | None:
         return self.module_().join(kind)
@@ -385,7 +437,7 @@ class SimGridSpec(BackendSpec):
 
 
 #: the default of a run config's ``backend`` (real ranks: gloo, or NCCL where there is a GPU)
-DEFAULT = "auto"
+DEFAULT = TorchSpec.default_value
 
 
 def backend_of(value: str | None) -> BackendSpec:

@@ -21,14 +21,22 @@ def use_cuda(kind: str) -> bool:
     return BACKENDS.get("torch")().use_cuda(kind)
 
 
+def usable_gpus() -> int:
+    """CUDA GPUs this machine's torch can use with NCCL (0 without CUDA or without NCCL)."""
+    if not (dist.is_available() and dist.is_nccl_available()):
+        return 0
+    return torch.cuda.device_count()
+
+
 def join(kind: str = "auto") -> "TorchBackend | None":
     """Join torchrun's process group (once per process); None without torchrun."""
     if "RANK" not in os.environ and not dist.is_initialized():
         return None
     if not dist.is_initialized():
-        if use_cuda(kind):
+        group = BACKENDS.get("torch")().process_group(kind)
+        if group == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-        dist.init_process_group("nccl" if use_cuda(kind) else "gloo", timeout=timedelta(minutes=10))
+        dist.init_process_group(group, timeout=timedelta(minutes=10))
     return TorchBackend()
 
 

@@ -8,7 +8,8 @@
   tensors; the result is checked (= n).  A measurement runs from the last rank's start
   (after a barrier of the n ranks) to the last rank's end.  Deterministic: simulated time.
 * :func:`real_times`: on real ranks (torchrun, gloo), real tensors of ``size`` bytes, each
-  algorithm and gloo's own ``all_reduce`` (``gloo``) timed ``reps`` times, interleaved; the
+  algorithm and the process group's own ``all_reduce`` (labelled with its transport, the
+  backend's ``name``: ``gloo``) timed ``reps`` times, interleaved; the
   median over repetitions of the slowest rank's time.
 
 ``python -m impls.bench.allreduce sim --platform ethernet_10g --nodes 2,4 --sizes 1e3,1e6``
@@ -70,9 +71,11 @@ def sim_times(pcfg: Any, nodes: Sequence[int], sizes: Sequence[float], algorithm
 
 def real_times(backend: Any, sizes: Sequence[float], algorithms: Sequence[str] = ALGORITHMS, reps: int = 5,
                warmup: int = 1) -> list[dict[str, Any]]:
-    """Wall seconds of each algorithm (and gloo's ``all_reduce``: ``gloo``) on ``backend``'s ranks."""
+    """Wall seconds of each algorithm (and the process group's own ``all_reduce``, labelled with its
+    transport: ``gloo``) on ``backend``'s ranks."""
     n, r = backend.world, backend.rank
-    names = list(algorithms) + ["gloo"]
+    own = backend.name  # the process group's own all-reduce: gloo's
+    names = list(algorithms) + [own]
     rows = []
     for size in sizes:
         elems = max(1, int(size) // 4)
@@ -83,7 +86,7 @@ def real_times(backend: Any, sizes: Sequence[float], algorithms: Sequence[str] =
                 t = x.clone()
                 backend.barrier()
                 t0 = time.perf_counter()
-                if a == "gloo":
+                if a == own:
                     backend.all_reduce(t)
                 else:
                     all_reduce(t, backend, a)

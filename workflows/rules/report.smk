@@ -17,33 +17,48 @@ BENCH_TABLES += sorted({f"results/bench/{b}.csv" for e in EXPERIMENTS
 STUDY_TABLES = ["results/bench/allreduce_claims.csv", "results/bench/allreduce_winners_grid.csv"]
 # the simulator's own sensitivity sweep (rule sensitivity_sweep, bench.smk): made and shown under studies
 SWEEP_TABLE = "results/bench/sensitivity_sweep.csv"
-from distrepro_wf.report.plots import FIGURES as FIGURE_FUNCTIONS, FOREST_PAGES
+from distrepro_wf.report.plots import FIGURES, FOREST_PAGES, experiment_figures
 
-FIGURES = list(FIGURE_FUNCTIONS)  # a figure = a function there + its caption in ../report/captions/<name>.rst
+# The figures each experiment draws: experiments.<e>.figures, by default every registered one
+# (a figure = a function of distrepro_wf.report.plots.FIGURES + its caption in
+# ../report/captions/<name>.rst).  Checked at parse time (common.smk: wfconfig.validate).
+EXPERIMENT_FIGURES = {e: experiment_figures(config, e) for e in EXPERIMENTS}
 REPORT_PAGES = PAPERS + [HARNESS_PAGE]
+# One plot rule per distinct list of figures (a rule's outputs cannot depend on its wildcard):
+# `plot` for the experiments that draw every figure (the default), `plot_<first experiment>`
+# for each other list; each job draws one experiment's figures.
+PLOT_GROUPS = {}
+for _e, _names in EXPERIMENT_FIGURES.items():
+    PLOT_GROUPS.setdefault(tuple(_names), []).append(_e)
 
 
-rule plot:
-    input:
-        epochs="results/tables/{experiment}/epochs.csv",
-        runs="results/tables/{experiment}/runs.csv",
-    output:
-        [
-            report(
-                f"reports/figures/{{experiment}}/{name}.png",
-                caption=f"../report/captions/{name}.rst",
-                category=experiment_category,
-                subcategory="{experiment}",
-                labels={"figure": name, "experiment": "{experiment}"},
-            )
-            for name in FIGURES
-        ],
-    params:
-        config=config,  # the straggler factors (straggler sensitivity on a numeric axis)
-    log:
-        "results/logs/plot/{experiment}.log",
-    script:
-        "../scripts/plot.py"
+for _names, _experiments in PLOT_GROUPS.items():
+
+    rule:
+        name:
+            "plot" if list(_names) == list(FIGURES) else f"plot_{_experiments[0]}"
+        input:
+            epochs="results/tables/{experiment}/epochs.csv",
+            runs="results/tables/{experiment}/runs.csv",
+        output:
+            [
+                report(
+                    f"reports/figures/{{experiment}}/{name}.png",
+                    caption=f"../report/captions/{name}.rst",
+                    category=experiment_category,
+                    subcategory="{experiment}",
+                    labels={"figure": name, "experiment": "{experiment}"},
+                )
+                for name in _names
+            ],
+        wildcard_constraints:
+            experiment="|".join(_experiments),  # experiment names: [a-z][a-z0-9_]* (the schema)
+        params:
+            config=config,  # the straggler factors (straggler sensitivity on a numeric axis)
+        log:
+            "results/logs/plot/{experiment}.log",
+        script:
+            "../scripts/plot.py"
 
 
 # The claims' forest plots, across experiments: one for the front page (paper claims), one for
@@ -88,7 +103,7 @@ rule report:
     input:
         tables=expand("results/tables/{experiment}/runs.csv", experiment=EXPERIMENTS),
         failed=expand("results/tables/{experiment}/failed.csv", experiment=EXPERIMENTS),
-        figures=expand("reports/figures/{experiment}/{name}.png", experiment=EXPERIMENTS, name=FIGURES),
+        figures=[f"reports/figures/{e}/{name}.png" for e in EXPERIMENTS for name in EXPERIMENT_FIGURES[e]],
         forest=[f"reports/figures/forest_{page}.png" for page in FOREST_PAGES],
         tornado="reports/figures/tornado",
         claims="results/tables/claims.csv",

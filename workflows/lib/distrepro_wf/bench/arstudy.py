@@ -144,7 +144,7 @@ def fit_alpha_beta(rows: pd.DataFrame) -> tuple[float, float]:
 
 def study_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Measured times (rows of :func:`sim_rows` / :func:`real_rows`) with their alpha-beta times."""
-    from impls.comm.allreduce import DUPLEX
+    from impls.comm.allreduce import ALGORITHMS, DUPLEX
     from impls.comm.costmodel import allreduce_cost, alpha_beta_seconds
     from impls.sim.platforms import alpha_beta, platform_config
 
@@ -154,7 +154,7 @@ def study_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     out = []
     for (backend, platform, n), g in df.groupby(["backend", "platform", "n"], sort=False):
         g = g.copy()
-        ours = g[g["algorithm"] != "gloo"]
+        ours = g[g["algorithm"].isin(ALGORITHMS)]  # not the process group's own all_reduce
         if is_simulated(backend):
             cfg = platform_config(platform)
             alpha, beta = alpha_beta(cfg)
@@ -179,8 +179,10 @@ def study_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def winners(table: pd.DataFrame) -> pd.DataFrame:
     """Per (backend, platform, n, size): the fastest algorithm, the runner-up and how much slower
     it is, and whether the alpha-beta model picks the same winner."""
+    from impls.comm.allreduce import ALGORITHMS
+
     rows = []
-    for key, g in table[table["algorithm"] != "gloo"].groupby(["backend", "platform", "n", "bytes"]):
+    for key, g in table[table["algorithm"].isin(ALGORITHMS)].groupby(["backend", "platform", "n", "bytes"]):
         g = g.sort_values("seconds")
         best, second = g.iloc[0], g.iloc[1] if len(g) > 1 else None
         model_best = g.sort_values("alpha_beta_s").iloc[0]["algorithm"] if g["alpha_beta_s"].notna().all() else ""
@@ -289,10 +291,11 @@ def figure(table: pd.DataFrame, path: str | os.PathLike, nodes: Iterable[int] = 
     from ..report.plots import _plt
 
     plt = _plt()
-    simulated = table[table["backend"].map(is_simulated).astype(bool)]
+    on_sim = table["backend"].map(is_simulated).astype(bool)
+    simulated = table[on_sim]
     panels = [(p, n) for p in simulated["platform"].unique() for n in nodes
               if ((table["platform"] == p) & (table["n"] == n)).any()]
-    real = table[table["backend"] == "gloo"]
+    real = table[~on_sim]  # real ranks (gloo on this machine's loopback)
     rows_ = sorted({p for p, _ in panels}, key=list(table["platform"].unique()).index)
     ncols = max(len(nodes), real["n"].nunique())
     nrows = len(rows_) + (1 if len(real) else 0)
@@ -300,7 +303,7 @@ def figure(table: pd.DataFrame, path: str | os.PathLike, nodes: Iterable[int] = 
     colors = {a: f"C{i}" for i, a in enumerate(["ring", "tree", "recursive_doubling", "rabenseifner", "ps", "gloo"])}
     cells = [(i, j, (table["platform"] == p) & (table["n"] == n), f"{p}, n={n} (simulated)")
              for i, p in enumerate(rows_) for j, n in enumerate(nodes)]
-    cells += [(len(rows_), j, (table["backend"] == "gloo") & (table["n"] == n), f"gloo loopback, n={n} (real)")
+    cells += [(len(rows_), j, ~on_sim & (table["n"] == n), f"gloo loopback, n={n} (real)")
               for j, n in enumerate(sorted(real["n"].unique()))]
     for i, j, mask, title in cells:
         ax = axes[i][j]

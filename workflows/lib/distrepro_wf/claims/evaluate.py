@@ -72,7 +72,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from impls.backends import is_simulated
+from impls.backends import DEFAULT as DEFAULT_BACKEND
+from impls.backends import backend_of, is_simulated
 
 from ..pipeline.catalogue import METRICS, Metric
 from ..pipeline.config import expand
@@ -694,8 +695,9 @@ def runs_on(config: dict[str, Any], experiment: str) -> tuple[str, str]:
         return SIMULATED, (f"platform {name(exp.get('platform'), 'ethernet_10g')}, "
                            f"profile {name(exp.get('profile'), 'measured')}")
     launcher = config.get("launcher") or {}
-    backend = launcher.get("backend", "auto")
-    backend = "gloo" if backend == "auto" else backend  # auto: gloo on CPU ranks (impls.backends)
+    requested = launcher.get("backend", DEFAULT_BACKEND)
+    # the process group it names; auto: gloo, said of CPU ranks (a run's provenance records its own)
+    backend = backend_of(requested).process_group(requested, gpu=False)
     hosts = launcher.get("hosts", launcher.get("nodes", 1)) if launcher.get("kind", "local") != "local" else 1
     return REAL, f"{backend}, {hosts} host{'s' if hosts != 1 else ''}"
 

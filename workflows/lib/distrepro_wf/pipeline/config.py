@@ -2,7 +2,8 @@
 
 ``validate(config)`` raises :class:`impls.errors.ConfigError` with the key and the
 allowed values for the first problem; it checks the JSON schema, then every name
-that the schema cannot know (workloads, straggler settings, registered algorithms,
+that the schema cannot know (the figures an experiment draws, workloads, straggler
+settings, registered algorithms,
 their hyperparameters, dataset directories), by resolving each run's config exactly
 as the runtime will, and a ``workload.target`` outside its metric's bounds in the metric
 catalogue (:mod:`distrepro_wf.pipeline.catalogue`: ``acc/val`` 1.5 can never be reached).
@@ -30,6 +31,8 @@ from typing import Any, Iterable, NamedTuple
 import yaml
 from jsonschema import Draft202012Validator
 
+from impls.backends import DEFAULT as DEFAULT_BACKEND
+from impls.backends import backend_of
 from impls.backends import is_simulated as backend_is_simulated
 from impls.errors import ConfigError
 
@@ -219,7 +222,7 @@ def backend_keys(exp: dict[str, Any], m: dict[str, Any], launcher: dict[str, Any
     for key in ("platform", "profile"):
         if pick(key, None) is not None:
             raise ConfigError(key, "only simulated runs (backend: simgrid) have one; this one runs on real ranks")
-    return {"backend": launcher.get("backend", "auto")}
+    return {"backend": launcher.get("backend", DEFAULT_BACKEND)}
 
 
 def is_simulated(raw: dict[str, Any]) -> bool:
@@ -253,19 +256,10 @@ def machine_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def machine_gpus() -> int:
-    """CUDA GPUs this machine's torch can use with NCCL (0 without CUDA or without NCCL)."""
-    import torch
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_nccl_available()):
-        return 0
-    return torch.cuda.device_count()
-
-
 def check_launch(world: int, launcher: dict[str, Any], backend: str) -> None:
     """Refuse (ConfigError) a launch of ``world`` processes on real ranks that ``launcher``
-    cannot start: see the module docstring.  ``backend``: the run's process-group backend."""
+    cannot start: see the module docstring.  ``backend``: the run's ``backend`` value (the
+    launcher's process-group request: whether it needs a GPU per rank is its spec's to say)."""
     kind = launcher.get("kind", "local")
     if kind == "slurm":
         cap = int(launcher.get("max_ranks", SLURM_MAX_RANKS))
@@ -282,12 +276,15 @@ def check_launch(world: int, launcher: dict[str, Any], backend: str) -> None:
                                    f"{per_cpu * cpus}; allowed: 1..{per_cpu * cpus} ranks per launch (raise "
                                    "launcher.max_ranks_per_cpu, at most 256, or use launcher.kind: slurm or the "
                                    "simulated platform: backend: simgrid)")
-    if backend == "nccl":
-        gpus = machine_gpus()
+    spec = backend_of(backend)
+    if spec.needs_gpu(backend):
+        gpus = spec.gpus_here(backend)
         if gpus < world:
-            raise ConfigError("launcher.backend", f"'nccl' cannot run here: a local launch of {world} rank(s) "
+            group = spec.process_group(backend)
+            raise ConfigError("launcher.backend", f"{backend!r} cannot run here: a local launch of {world} rank(s) "
                                                   f"needs one CUDA GPU per rank, this machine has {gpus} usable "
-                                                  "by NCCL; allowed values here: auto, gloo (nccl runs where the "
+                                                  f"by {group.upper()}; allowed values here: "
+                                                  f"{', '.join(spec.cpu_values())} ({backend} runs where the "
                                                   "GPUs are: launcher.kind: slurm)")
 
 
@@ -317,6 +314,10 @@ def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
 def validate(config: dict[str, Any]) -> list[Run]:
     """Check everything before any job runs; return the expanded runs."""
     check_schema(config)
+    from ..report.plots import experiment_figures  # the figure registry (its module imports this one)
+
+    for e in config["experiments"]:  # experiments.<e>.figures: registered figures only
+        experiment_figures(config, e)
     from impls.comm.communicator import Communicator
     from impls.protocol import Context
     from impls.config.runconfig import check_workload, resolve

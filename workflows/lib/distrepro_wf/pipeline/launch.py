@@ -24,6 +24,7 @@ import shlex
 import sys
 from typing import Any, Iterable, Mapping
 
+from impls.backends import DEFAULT as DEFAULT_BACKEND
 from impls.backends import backend_of
 
 # where the c10d rendezvous listens on the first node: below Linux's ephemeral ports
@@ -78,7 +79,7 @@ def torchrun_command(nodes: int, plan_path: str, launcher: Mapping[str, Any] | N
     launcher = launcher or {}
     python = python or sys.executable
     env = os.environ if env is None else env
-    entry = ["-m", "impls.run", "--plan", plan_path, "--backend", launcher.get("backend", "auto")]
+    entry = ["-m", "impls.run", "--plan", plan_path, "--backend", launcher.get("backend", DEFAULT_BACKEND)]
     kind = launcher.get("kind", "local")
     local = standalone(nodes, *entry, python=python)
     if kind == "local":
@@ -157,7 +158,8 @@ def job_resources(worlds: Iterable[int | None], launcher: Mapping[str, Any]) -> 
         res.update(nodes=1, cpus_per_task=cpus_per_rank, mem_mb=int(launcher.get("mem_mb_simulated", 16000)) + JOB_MEM_MB)
         return res
     hosts, per = max(slurm_layout(w, launcher) for w in real)
-    gpus = launcher.get("backend", "auto") != "gloo"
+    requested = launcher.get("backend", DEFAULT_BACKEND)
+    gpus = backend_of(requested).may_use_gpu(requested)  # gloo: CPUs only; auto, nccl: a GPU per rank
     mem = per * mem_per_rank + JOB_MEM_MB  # per node
     if hosts == 1:
         res.update(nodes=1, cpus_per_task=per * cpus_per_rank, mem_mb=mem, gpu=per if gpus else None)

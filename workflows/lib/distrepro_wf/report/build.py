@@ -37,7 +37,7 @@ from impls.backends import is_simulated
 from ..claims import evaluate as wfclaims
 from . import evidence
 from .pages import paper_of_experiment
-from .plots import FIGURES as FIGURE_FUNCTIONS, _time_word, bytes_column, figure_notes
+from .plots import _time_word, bytes_column, experiment_figures, figure_notes
 from ..claims.published import Published, defining_files, run_command
 from ..pipeline.config import WORKFLOW_DIR, expand, report_settings
 
@@ -316,7 +316,7 @@ def _experiment_section(e: str, config: dict[str, Any], tables_dir: Path, out_di
     figs = [{"src": os.path.relpath(out_dir / "figures" / e / f"{name}.png", page_dir), "title": t, "name": name,
              "cmd": " ".join(f"snakemake --cores 2 {cfg_arg} reports/figures/{e}/{name}.png".split()),
              "config": cfg_files, "hardware": hardware, "runtime": runtime}
-            for name, t in FIGURE_TITLES.items() if name in FIGURE_FUNCTIONS]
+            for name in experiment_figures(config, e) for t in [FIGURE_TITLES.get(name, name)]]
     for f in figs:  # a figure without data is not shown: the page says why (plots._empty)
         f["missing"], f["note"] = figure_notes(out_dir / "figures" / e / f"{f['name']}.png")
     wl = config["workloads"].get(exp["workload"], {})

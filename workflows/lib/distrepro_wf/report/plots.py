@@ -12,7 +12,9 @@ Conventions shared by every figure, so that a reader learns them once:
   3-5 seeds a t band would mostly show the t quantile; the min-max band shows the seeds).
 
 Every figure function takes its table, the output path and the config (for the straggler
-factors); :data:`FIGURES` maps a figure's name to (table, function).  Tables: ``runs``
+factors); :data:`FIGURES` maps a figure's name to (table, function), and an experiment
+draws those its config names (:func:`experiment_figures`: ``experiments.<e>.figures``, by
+default all of them).  Tables: ``runs``
 (runs.csv), ``epochs`` (epochs.csv) and ``curves`` (evals.csv where collect wrote it: finer
 evaluation points, else epochs.csv).
 """
@@ -26,6 +28,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from impls.errors import ConfigError
 
 from ..pipeline.config import report_settings
 
@@ -89,7 +93,7 @@ def _save(fig, path: Path, note: str = "") -> None:
 
 
 def _empty(path: Path, title: str, why: str = "no completed runs") -> None:
-    """A placeholder (rule plot declares every figure of an experiment): the reason is written into
+    """A placeholder (rule plot declares every figure an experiment draws): the reason is written into
     the PNG (:data:`EMPTY_KEY`), and the report prints it as a sentence instead of the image."""
     fig, ax = _plt().subplots(figsize=(5, 2))
     ax.axis("off")
@@ -616,12 +620,28 @@ def staleness(st: pd.DataFrame, path: Path, config: dict[str, Any] | None = None
     _save(fig, path)
 
 
-FIGURES = {"loss_vs_epoch": ("curves", loss_vs_epoch), "acc_vs_wall": ("curves", acc_vs_wall),
-           "epoch_time_vs_nodes": ("runs", epoch_time_vs_nodes), "scaling": ("runs", scaling),
+#: every figure an experiment may draw, in the order its report section shows them by default
+FIGURES = {"to_target": ("runs", to_target), "scaling": ("runs", scaling),
            "straggler_sensitivity": ("runs", straggler_sensitivity), "time_breakdown": ("runs", time_breakdown),
-           "to_target": ("runs", to_target), "staleness": ("staleness", staleness)}
+           "staleness": ("staleness", staleness), "acc_vs_wall": ("curves", acc_vs_wall),
+           "loss_vs_epoch": ("curves", loss_vs_epoch), "epoch_time_vs_nodes": ("runs", epoch_time_vs_nodes)}
 #: the across-experiment figures: reports/figures/forest_<page>.png, drawn by rule forest
 FOREST_PAGES = ("paper", "harness")
+
+
+def experiment_figures(config: dict[str, Any], experiment: str) -> list[str]:
+    """The figures ``experiment`` draws: its config's ``experiments.<e>.figures`` in the order
+    given, by default every figure of :data:`FIGURES` (rule plot draws them, the experiment's
+    report section shows them and no other).  A name not in :data:`FIGURES` is a
+    :class:`ConfigError` naming the key and the known figures."""
+    wanted = ((config.get("experiments") or {}).get(experiment) or {}).get("figures")
+    if wanted is None:
+        return list(FIGURES)
+    unknown = [f for f in wanted if f not in FIGURES]
+    if unknown:
+        raise ConfigError(f"experiments.{experiment}.figures",
+                          f"unknown figure {unknown[0]!r}; known: {', '.join(sorted(FIGURES))}")
+    return list(wanted)
 
 
 def read_tables(tables_dir: Path) -> dict[str, pd.DataFrame]:

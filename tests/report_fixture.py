@@ -52,7 +52,8 @@ CONFIG: dict[str, Any] = {
         "sgp_sim_fastnet": {"title": "Control: SGP against AR-SGD on simulated InfiniBand", "paper": "SGP (Assran+ 2019)",
                             "workload": "digits_mlp", "backend": "simgrid", "platform": "infiniband_100g",
                             "profile": "resnet50_v100x8", "nodes": [4], "stragglers": ["none"], "seeds": [1, 2, 3],
-                            "methods": {"allreduce_sgd": {}, "sgp_1peer": {"algorithm": SGP_1PEER}}},
+                            "methods": {"allreduce_sgd": {}, "sgp_1peer": {"algorithm": SGP_1PEER}},
+                            "figures": ["to_target", "time_breakdown"]},  # a control: only what it controls
     },
     "workloads": {"digits_mlp": WORKLOAD},
     "stragglers": {"none": {"kind": "none"}, "slow1x4": {"kind": "fixed", "ranks": [-1], "factor": 4}},

@@ -21,7 +21,7 @@ import pytest
 
 import report_fixture as rf
 from distrepro_wf.claims import evaluate as wfclaims
-from distrepro_wf.report.plots import FIGURES, figure_notes
+from distrepro_wf.report.plots import FIGURES, experiment_figures, figure_notes
 
 pytestmark = pytest.mark.skipif(os.environ.get("DISTREPRO_NO_BROWSER") == "1",
                                 reason="DISTREPRO_NO_BROWSER=1: browser tests switched off")
@@ -140,8 +140,15 @@ def test_every_page_table_and_image_loads(browser, rendered, tmp_path):
             forest = 1 if page.stem == "harness" else 0  # the harness's sanity claims' forest plot
             # issue 24: a figure without data is no placeholder image but a sentence saying why
             nofig = [p.text for p in browser.find_elements("css selector", "p.nofig")]
-            assert len(r["images"]) + len(nofig) == len(FIGURES) * (3 if page.stem == "sgp" else 1) + forest, (
-                page.name, r["images"], nofig)
+            # each experiment's figures: those its config names (sgp_sim_fastnet: two), no other
+            on_page = {"sgp": ("sgp", "sgp_sim", "sgp_sim_fastnet"), "harness": ("baseline",)}[page.stem]
+            shown = sum(len(experiment_figures(rf.CONFIG, e)) for e in on_page)
+            assert shown == len(FIGURES) * (2 if page.stem == "sgp" else 1) + (2 if page.stem == "sgp" else 0)
+            assert len(r["images"]) + len(nofig) == shown + forest, (page.name, r["images"], nofig)
+            blocks = browser.execute_script("return Array.from(document.querySelectorAll('figure[id], p.nofig'))"
+                                            ".map(e => e.id)")
+            assert sorted(b.split("-", 2)[2] for b in blocks if b.split("-")[1] == "sgp_sim_fastnet") == \
+                (["time_breakdown", "to_target"] if page.stem == "sgp" else [])
             assert all(": not drawn, " in t for t in nofig) and nofig, (page.name, nofig)
             for src, _, _ in r["images"]:
                 assert figure_notes(page.parent / src)[0] is None, (page.name, src)  # none is a placeholder

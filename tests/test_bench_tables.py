@@ -102,7 +102,8 @@ def test_ddp_benchmark_csv_from_a_real_launch(tmp_path):
     assert list(t.columns) == ["model", "params", "buffer_elements", "nodes", "batch_per_rank", "steps", "repeats",
                                "overlap_backward", "buckets", "allreduce_sgd_ms", "ddp_ms", "nocomm_ms", "ratio",
                                "overhead", "ddp_overhead", "buffer_sync_ms", "ddp_buffer_sync_ms", "allreduce_sgd_cpu_ms",
-                               "ddp_cpu_ms", "nocomm_cpu_ms", "target",
+                               "ddp_cpu_ms", "nocomm_cpu_ms", "collectives_ms", "collectives_cpu_ms",
+                               "overhead_floor", "cpu_overhead", "ddp_cpu_overhead", "target",
                                "threads_per_rank", "torch", "git_commit", "host", "cpu_count"]
     assert len(t) == 1
     r = t.iloc[0]
@@ -113,6 +114,8 @@ def test_ddp_benchmark_csv_from_a_real_launch(tmp_path):
     assert r["allreduce_sgd_ms"] > 0 and r["ddp_ms"] > 0 and r["nocomm_ms"] > 0
     assert r["buffer_sync_ms"] >= 0 and r["ddp_buffer_sync_ms"] >= 0
     assert r["allreduce_sgd_cpu_ms"] > 0 and r["ddp_cpu_ms"] > 0 and r["nocomm_cpu_ms"] > 0
+    assert r["collectives_ms"] > 0 and r["collectives_cpu_ms"] > 0
+
     def rounded(a: float, b: float) -> float:  # the error of a / b from ms columns rounded to 4 decimals,
         return a / b * (5e-5 / a + 5e-5 / b) + 5e-5  # plus the ratio's own rounding (a 0.1 ms step: ~5e-4 rel)
 
@@ -120,6 +123,10 @@ def test_ddp_benchmark_csv_from_a_real_launch(tmp_path):
     assert r["overhead"] == pytest.approx(r["allreduce_sgd_ms"] / r["nocomm_ms"] - 1,
                                           abs=rounded(r["allreduce_sgd_ms"], r["nocomm_ms"]))
     assert r["ddp_overhead"] == pytest.approx(r["ddp_ms"] / r["nocomm_ms"] - 1, abs=rounded(r["ddp_ms"], r["nocomm_ms"]))
+    assert r["overhead_floor"] == pytest.approx(r["collectives_cpu_ms"] / r["nocomm_ms"],
+                                                abs=rounded(r["collectives_cpu_ms"], r["nocomm_ms"]))
+    assert r["cpu_overhead"] == pytest.approx(r["allreduce_sgd_cpu_ms"] / r["nocomm_cpu_ms"] - 1,
+                                              abs=rounded(r["allreduce_sgd_cpu_ms"], r["nocomm_cpu_ms"]))
 
 
 def test_ddp_benchmark_settings_and_launches():

@@ -25,6 +25,17 @@ shared machine than the wall time. ``buffer_sync_ms`` times ``allreduce_sgd``'s 
 broadcast alone (one message of all state buffers; none for a model without buffers) and
 ``ddp_buffer_sync_ms`` DDP's (``_sync_buffers``), each in blocks of their own.
 
+``collectives_ms`` / ``collectives_cpu_ms`` time AR-SGD's gradient all-reduces alone (the
+same buckets, launched together, no compute) in blocks of their own.  ``overhead_floor`` =
+their CPU time per step / ``nocomm_ms``: with one rank per core every core is busy computing,
+so whatever CPU the transport needs (gloo's threads, the kernel's copies of loopback TCP,
+the reduction) cannot be hidden by overlap and lengthens the step.  An overhead near the floor
+is the machine's cost of moving the gradient, not the implementation's; DDP pays the same.
+``cpu_overhead`` (``ddp_cpu_overhead``) = a step's CPU time over nocomm's - 1: the CPU work
+communication adds (the transport, the gradient's one pass into its bucket, the finiteness
+check).  Where ``overhead`` is close to it, the step no longer waits for the network at all:
+overlap has nothing left to hide, and only less CPU work per byte could shorten the step.
+
 The process keeps what a step frees for the next step, as every run does
 (:func:`impls.runtime.loop.steady_heap`; all three contenders share it): with glibc's
 default heap trimming, a ResNet-20 step faulted its activations' pages in again at every
@@ -111,13 +122,20 @@ def bench_ddp(backend: Backend, model_name: str, batch: int, steps: int, repeats
     def ours_buffers(i):
         ours_algo._sync_buffers()
 
+    scratch = [torch.zeros_like(f) for f in ours_algo.buckets.flats]  # AR-SGD's bucket sizes; zeros stay zeros
+
+    def collectives(i):  # AR-SGD's gradient all-reduces alone: launched together as after backward, no compute
+        for h in [ours_algo.comm.all_reduce(t, async_op=True) for t in scratch]:
+            h.wait()
+
     def ddp_buffers(i):  # what DDP's forward pass runs first (torch 2.x; it sends nothing without buffers)
         if getattr(ddp_model, "modules_buffers", None) and hasattr(ddp_model, "_sync_buffers"):
             ddp_model._sync_buffers()
 
     steppers = {"ours": ours, "ddp": ddp, "nocomm": nocomm}
-    times: dict[str, list[float]] = {k: [] for k in (*steppers, "ours_buffers", "ddp_buffers")}
-    cpu: dict[str, list[float]] = {k: [] for k in steppers}
+    alone = (("ours_buffers", ours_buffers), ("ddp_buffers", ddp_buffers), ("collectives", collectives))
+    times: dict[str, list[float]] = {k: [] for k in (*steppers, *dict(alone))}
+    cpu: dict[str, list[float]] = {k: [] for k in (*steppers, "collectives")}
     for fn in steppers.values():  # warm-up
         for i in range(2):
             fn(i)
@@ -133,13 +151,16 @@ def bench_ddp(backend: Backend, model_name: str, batch: int, steps: int, repeats
             backend.barrier()
             times[name].append((time.perf_counter() - t0) / steps)
             cpu[name].append((c1 - c0) / steps)
-        for name, fn in (("ours_buffers", ours_buffers), ("ddp_buffers", ddp_buffers)):
+        for name, fn in alone:
             backend.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for i in range(steps):
                 fn(i)
+            c1 = time.process_time()
             backend.barrier()
             times[name].append((time.perf_counter() - t0) / steps)
+            if name in cpu:
+                cpu[name].append((c1 - c0) / steps)
     med = {k: statistics.median(v) for k, v in times.items()}
     ms = {k: round(v * 1e3, 4) for k, v in med.items()}
     return {"model": model_name, "params": sum(p.numel() for p in ours_model.parameters()),
@@ -152,6 +173,10 @@ def bench_ddp(backend: Backend, model_name: str, batch: int, steps: int, repeats
             "buffer_sync_ms": ms["ours_buffers"], "ddp_buffer_sync_ms": ms["ddp_buffers"],
             **{f"{k}_cpu_ms": round(statistics.median(cpu[c]) * 1e3, 4)
                for k, c in (("allreduce_sgd", "ours"), ("ddp", "ddp"), ("nocomm", "nocomm"))},
+            "collectives_ms": ms["collectives"], "collectives_cpu_ms": round(statistics.median(cpu["collectives"]) * 1e3, 4),
+            "overhead_floor": round(statistics.median(cpu["collectives"]) / med["nocomm"], 4),
+            "cpu_overhead": round(statistics.median(cpu["ours"]) / statistics.median(cpu["nocomm"]) - 1, 4),
+            "ddp_cpu_overhead": round(statistics.median(cpu["ddp"]) / statistics.median(cpu["nocomm"]) - 1, 4),
             "target": f"ratio <= {TARGET_RATIO}" + (f", overhead <= {TARGET_OVERHEAD}"
                                                      if model_name in OVERHEAD_MODELS else ""),
             "threads_per_rank": torch.get_num_threads(), "torch": torch.__version__, "git_commit": git_commit(),

@@ -132,6 +132,8 @@ def _side(config: dict[str, Any], experiment: str, sel: dict[str, Any], nodes: i
     methods = config["experiments"][experiment].get("methods") or {}
     alg, peers = cf.method_algorithm(methods.get(sel["method"]), sel["method"])
     opts = cf.method_options(methods.get(sel["method"]))
+    if opts is None:
+        return None
     return (p, alg, peers, opts) if cf.step_s(alg, p, peers, **opts) is not None else None
 
 

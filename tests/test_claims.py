@@ -417,6 +417,28 @@ def test_time_to_target_counts_the_runs_that_never_reach_it(tmp_path):
                                                                     1.4 / 2.4]))), rel=1e-12)
 
 
+def test_time_to_target_compares_arrivals_over_the_time_both_sides_ran(tmp_path):
+    """A side whose runs stop earlier has not "reached the target less often" (issue 24's closing
+    check, ddcgu_tta_faster_than_sync): DDCGU's 3 epochs end at a third of ps_sync's time.  BEFORE's
+    runs: DDCGU arrives in 4 of 5 by 17.3 s, its miss is censored at 18.6 s, every ps_sync run
+    arrives later (34.7-55 s): over the common 18.6 s DDCGU reached it 4 times, ps_sync never, and
+    the log-rank test says DDCGU is sooner: reproduced (the shares over unequal follow-up said
+    "inconclusive: reaches it less often").  AFTER's runs: every DDCGU run censored at 6.9 s, before
+    ps_sync's first arrival (14.8 s): too short to compare, inconclusive, said so."""
+    tta = claim(metric="time_to_target_s")
+    runs = _tta_runs([14.7, None, 15.7, 17.3, 16.2], [34.7, 48.7, 55.0, 38.8, 43.3], last=60.0)
+    runs.loc[runs["method"] == "sgp_1peer", "time_last_eval_s"] = 18.6
+    r = evaluate(tmp_path, [tta], runs).iloc[0]
+    assert (r["tta_reached_a"], r["tta_reached_b"]) == (4, 5) and r["tta_logrank_p"] < 0.05
+    assert r["status"] == "reproduced" and "sgp_1peer reaches the target sooner" in r["reason"], r["reason"]
+    runs = _tta_runs([None] * 5, [14.8, 20.9, 23.5, 16.6, 18.6], last=30.0)
+    runs.loc[runs["method"] == "sgp_1peer", "time_last_eval_s"] = 6.9
+    r = evaluate(tmp_path, [tta], runs).iloc[0]
+    assert r["status"] == "inconclusive" and r["reason"].startswith(
+        "runs too short to compare: both sides were followed only to 6.9 s"), r["reason"]
+    assert "allreduce_sgd's first arrival: 14.8 s" in r["reason"]
+
+
 def test_censored_verdict_rule():
     """:func:`claims.censored_verdict`, step by step (a / b < 1: a must be sooner)."""
     from distrepro_wf.claims.survival import LogRank, Median

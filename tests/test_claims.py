@@ -642,15 +642,20 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
                       + [("sgp_2peer", 4, "none", s, 0.3, acc) for s, acc in ((1, 0.90), (2, 0.92), (3, 0.94))]
                       + [("dpsgd", 4, "none", s, 0.5, 0.9) for s in (1, 2)])
     failed = failed_table([("osgp", 4, "none", s, DIVERGED) for s in (1, 2)])
+    # a simulated speed claim whose verdict flips inside the sensitivity ranges (OSGP / SGP = 0.8 at
+    # every seed: reproduced at the nominal parameters only)
+    claims.append(claim(id="s", experiment="sgp_sim", a={"method": "osgp"}, b={"method": "sgp_1peer"}))
+    sim = runs_table([(m, 4, "none", s, t, 0.9) for m, t in (("osgp", 0.24), ("sgp_1peer", 0.30)) for s in (1, 2, 3)])
     tables = tmp_path / "results" / "tables"
-    for e, (r, f) in {"sgp": (runs, failed), "baseline": (runs.iloc[0:0], failed.iloc[0:0])}.items():
+    for e, (r, f) in {"sgp": (runs, failed), "baseline": (runs.iloc[0:0], failed.iloc[0:0]),
+                      "sgp_sim": (sim, failed.iloc[0:0])}.items():
         (tables / e).mkdir(parents=True)
         r.to_csv(tables / e / "runs.csv", index=False)
         f.to_csv(tables / e / "failed.csv", index=False)
     pub = wfpublished.load(cfg, _published_with(tmp_path, claims))  # osgp: seeds 1, 2
-    results = wfclaims.evaluate(pub, cfg, *wfclaims.read_tables(tables, ["baseline", "sgp"]))
+    results = wfclaims.evaluate(pub, cfg, *wfclaims.read_tables(tables, ["baseline", "sgp", "sgp_sim"]))
     out = tmp_path / "reports" / "index.html"
-    build(["baseline", "sgp"], cfg, tables, out, [], [], pub, results)
+    build(["baseline", "sgp", "sgp_sim"], cfg, tables, out, [], [], pub, results)
 
     rows = {r[0]: r for r in rf.html_tables(out.parent / "papers" / "sgp.html")["claims"]}
     cols = ["claim", "statement", "experiment", "setting", "status", "measured", "ci", "p_better", "p_pass", "seeds",
@@ -692,7 +697,26 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
                                                 for s in (1, 2)]
     # the front page counts each claim once, by the status shown: the provisional one is not reproduced
     sgp_row = next(r for r in front["papers"] if r[0].startswith("SGP"))
-    assert sgp_row[4:] == ["5", "1", "1", "1", "1", "1"]  # claims, reproduced, not rep., inconcl., prov., n.c.
+    assert sgp_row[4:] == ["6", "1", "1", "2", "1", "1"]  # claims, reproduced, not rep., inconcl., prov., n.c.
+    # issue 24, read without a browser: the classes that colour each status (a verdict that flips
+    # inside the ranges is never green) and mark each row real or simulated; the front page's
+    # verdicts counted apart, real and simulated
+    classes = {r[0]: c for r, c in zip(rf.html_tables(out.parent / "papers" / "sgp.html")["claims"],
+                                       rf.html_classes(out.parent / "papers" / "sgp.html")["claims"])}
+    assert {cid: c[4] for cid, c in classes.items()} == {"r": {"st-inc"}, "v": {"st-ok"}, "z": {"st-fail"},
+                                                         "p": {"st-prov"}, "f": {"st-nc"}, "s": {"st-inc"}}
+    assert cell["s"]["status"].startswith("inconclusive reproduced at the nominal parameters, but the verdict flips")
+    assert cell["s"]["sensitivity"].startswith("flips to not reproduced when compute per step passes")
+    assert {cid: c[14] - {"l"} for cid, c in classes.items()} == {
+        **{cid: {"speed-result", "real"} for cid in "rvzpf"}, "s": {"speed-result", "simulated"}}
+    assert cell["s"]["speed_result"].startswith("predicted (simulated: platform ethernet_10g, profile resnet50_v100x8)")
+    assert cell["r"]["speed_result"] == "measured (real ranks: gloo, 1 host)"
+    index = out.read_text()
+    for where, label, n, counts in (("real", "real ranks (measured)", 5, {"st-ok": 1, "st-fail": 1, "st-inc": 1}),
+                                    ("simulated", "simulated (model predictions)", 1, {"st-inc": 1})):
+        assert f'id="split-{where}">On {label}: {n} claims' in index, where
+        for cls, k in counts.items():
+            assert re.search(rf'id="split-{where}-{cls}">{k} ', index), (where, cls)
 
 
 def test_summary_status_per_claim():

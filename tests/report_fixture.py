@@ -242,27 +242,31 @@ class _Tables(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self.heading, self.tables = "", {}
+        self.heading, self.tables, self.classes = "", {}, {}
         self.rows: list[list[str]] | None = None
+        self.cls: list[list[str]] = []
         self.in_body = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in ("h1", "h2", "h3") and dict(attrs).get("id"):
             self.heading = dict(attrs)["id"]
         elif tag == "table":
-            self.rows = []
+            self.rows, self.cls = [], []
         elif tag == "tbody":
             self.in_body = True
         elif self.rows is not None and self.in_body and tag == "tr":
             self.rows.append([])
+            self.cls.append([])
         elif self.rows is not None and self.in_body and tag in ("td", "th"):
             self.rows[-1].append("")
+            self.cls[-1].append(dict(attrs).get("class") or "")
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "tbody":
             self.in_body = False
         elif tag == "table" and self.rows is not None:
             self.tables.setdefault(self.heading, [[re.sub(r"\s+", " ", c).strip() for c in r] for r in self.rows])
+            self.classes.setdefault(self.heading, [[set(c.split()) for c in r] for r in self.cls])
             self.rows = None
 
     def handle_data(self, data: str) -> None:
@@ -276,3 +280,11 @@ def html_tables(path: Path) -> dict[str, list[list[str]]]:
     p = _Tables()
     p.feed(Path(path).read_text())
     return p.tables
+
+
+def html_classes(path: Path) -> dict[str, list[list[set[str]]]]:
+    """The class names of each body cell of the tables :func:`html_tables` reads (same keys,
+    same shape): what colours a status and marks a row real or simulated, read without a browser."""
+    p = _Tables()
+    p.feed(Path(path).read_text())
+    return p.classes

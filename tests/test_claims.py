@@ -417,6 +417,28 @@ def test_time_to_target_counts_the_runs_that_never_reach_it(tmp_path):
                                                                     1.4 / 2.4]))), rel=1e-12)
 
 
+def test_time_to_target_compares_arrivals_over_the_time_both_sides_ran(tmp_path):
+    """A side whose runs stop earlier has not "reached the target less often" (issue 24's closing
+    check, ddcgu_tta_faster_than_sync): DDCGU's 3 epochs end at a third of ps_sync's time.  BEFORE's
+    runs: DDCGU arrives in 4 of 5 by 17.3 s, its miss is censored at 18.6 s, every ps_sync run
+    arrives later (34.7-55 s): over the common 18.6 s DDCGU reached it 4 times, ps_sync never, and
+    the log-rank test says DDCGU is sooner: reproduced (the shares over unequal follow-up said
+    "inconclusive: reaches it less often").  AFTER's runs: every DDCGU run censored at 6.9 s, before
+    ps_sync's first arrival (14.8 s): too short to compare, inconclusive, said so."""
+    tta = claim(metric="time_to_target_s")
+    runs = _tta_runs([14.7, None, 15.7, 17.3, 16.2], [34.7, 48.7, 55.0, 38.8, 43.3], last=60.0)
+    runs.loc[runs["method"] == "sgp_1peer", "time_last_eval_s"] = 18.6
+    r = evaluate(tmp_path, [tta], runs).iloc[0]
+    assert (r["tta_reached_a"], r["tta_reached_b"]) == (4, 5) and r["tta_logrank_p"] < 0.05
+    assert r["status"] == "reproduced" and "sgp_1peer reaches the target sooner" in r["reason"], r["reason"]
+    runs = _tta_runs([None] * 5, [14.8, 20.9, 23.5, 16.6, 18.6], last=30.0)
+    runs.loc[runs["method"] == "sgp_1peer", "time_last_eval_s"] = 6.9
+    r = evaluate(tmp_path, [tta], runs).iloc[0]
+    assert r["status"] == "inconclusive" and r["reason"].startswith(
+        "runs too short to compare: both sides were followed only to 6.9 s"), r["reason"]
+    assert "allreduce_sgd's first arrival: 14.8 s" in r["reason"]
+
+
 def test_censored_verdict_rule():
     """:func:`claims.censored_verdict`, step by step (a / b < 1: a must be sooner)."""
     from distrepro_wf.claims.survival import LogRank, Median
@@ -620,15 +642,20 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
                       + [("sgp_2peer", 4, "none", s, 0.3, acc) for s, acc in ((1, 0.90), (2, 0.92), (3, 0.94))]
                       + [("dpsgd", 4, "none", s, 0.5, 0.9) for s in (1, 2)])
     failed = failed_table([("osgp", 4, "none", s, DIVERGED) for s in (1, 2)])
+    # a simulated speed claim whose verdict flips inside the sensitivity ranges (OSGP / SGP = 0.8 at
+    # every seed: reproduced at the nominal parameters only)
+    claims.append(claim(id="s", experiment="sgp_sim", a={"method": "osgp"}, b={"method": "sgp_1peer"}))
+    sim = runs_table([(m, 4, "none", s, t, 0.9) for m, t in (("osgp", 0.24), ("sgp_1peer", 0.30)) for s in (1, 2, 3)])
     tables = tmp_path / "results" / "tables"
-    for e, (r, f) in {"sgp": (runs, failed), "baseline": (runs.iloc[0:0], failed.iloc[0:0])}.items():
+    for e, (r, f) in {"sgp": (runs, failed), "baseline": (runs.iloc[0:0], failed.iloc[0:0]),
+                      "sgp_sim": (sim, failed.iloc[0:0])}.items():
         (tables / e).mkdir(parents=True)
         r.to_csv(tables / e / "runs.csv", index=False)
         f.to_csv(tables / e / "failed.csv", index=False)
     pub = wfpublished.load(cfg, _published_with(tmp_path, claims))  # osgp: seeds 1, 2
-    results = wfclaims.evaluate(pub, cfg, *wfclaims.read_tables(tables, ["baseline", "sgp"]))
+    results = wfclaims.evaluate(pub, cfg, *wfclaims.read_tables(tables, ["baseline", "sgp", "sgp_sim"]))
     out = tmp_path / "reports" / "index.html"
-    build(["baseline", "sgp"], cfg, tables, out, [], [], pub, results)
+    build(["baseline", "sgp", "sgp_sim"], cfg, tables, out, [], [], pub, results)
 
     rows = {r[0]: r for r in rf.html_tables(out.parent / "papers" / "sgp.html")["claims"]}
     cols = ["claim", "statement", "experiment", "setting", "status", "measured", "ci", "p_better", "p_pass", "seeds",
@@ -670,7 +697,26 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
                                                 for s in (1, 2)]
     # the front page counts each claim once, by the status shown: the provisional one is not reproduced
     sgp_row = next(r for r in front["papers"] if r[0].startswith("SGP"))
-    assert sgp_row[4:] == ["5", "1", "1", "1", "1", "1"]  # claims, reproduced, not rep., inconcl., prov., n.c.
+    assert sgp_row[4:] == ["6", "1", "1", "2", "1", "1"]  # claims, reproduced, not rep., inconcl., prov., n.c.
+    # issue 24, read without a browser: the classes that colour each status (a verdict that flips
+    # inside the ranges is never green) and mark each row real or simulated; the front page's
+    # verdicts counted apart, real and simulated
+    classes = {r[0]: c for r, c in zip(rf.html_tables(out.parent / "papers" / "sgp.html")["claims"],
+                                       rf.html_classes(out.parent / "papers" / "sgp.html")["claims"])}
+    assert {cid: c[4] for cid, c in classes.items()} == {"r": {"st-inc"}, "v": {"st-ok"}, "z": {"st-fail"},
+                                                         "p": {"st-prov"}, "f": {"st-nc"}, "s": {"st-inc"}}
+    assert cell["s"]["status"].startswith("inconclusive reproduced at the nominal parameters, but the verdict flips")
+    assert cell["s"]["sensitivity"].startswith("flips to not reproduced when compute per step passes")
+    assert {cid: c[14] - {"l"} for cid, c in classes.items()} == {
+        **{cid: {"speed-result", "real"} for cid in "rvzpf"}, "s": {"speed-result", "simulated"}}
+    assert cell["s"]["speed_result"].startswith("predicted (simulated: platform ethernet_10g, profile resnet50_v100x8)")
+    assert cell["r"]["speed_result"] == "measured (real ranks: gloo, 1 host)"
+    index = out.read_text()
+    for where, label, n, counts in (("real", "real ranks (measured)", 5, {"st-ok": 1, "st-fail": 1, "st-inc": 1}),
+                                    ("simulated", "simulated (model predictions)", 1, {"st-inc": 1})):
+        assert f'id="split-{where}">On {label}: {n} claims' in index, where
+        for cls, k in counts.items():
+            assert re.search(rf'id="split-{where}-{cls}">{k} ', index), (where, cls)
 
 
 def test_summary_status_per_claim():

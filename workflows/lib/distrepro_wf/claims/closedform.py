@@ -21,9 +21,12 @@ software overhead and ``bw' = bw * efficiency * (1 - background)``):
    ``overlap``: the fraction of the backward pass, 2/3 of the step, the all-reduce hides, as
    DDP's bucketed all-reduce does);
 3. ``sgp`` (push-sum, ``p`` peers, not overlapped): ``C_2 + p m(B)``: one message per peer;
-4. ``osgp`` and ``dpsgd`` (our D-PSGD overlaps its exchange; 2 ring neighbours):
-   ``max(C_2, comm)``, ``comm = m(B)`` (OSGP, 1 peer) or ``alpha + o + 2B/bw'`` (D-PSGD; on racks
-   at least one ring-boundary flow sharing an uplink with one other);
+4. ``osgp`` and ``dpsgd`` (D-PSGD's default order, Lian et al.'s, overlaps its exchange):
+   ``max(C_2, comm)``, ``comm = m(B)`` (OSGP, 1 peer) or ``alpha + o + k B/bw'`` (D-PSGD, ``k``
+   neighbours a step: 2 on its default ``ring``, 1 on ``bipartite_exponential``; on racks at least
+   one ring-boundary flow sharing an uplink with one other); D-PSGD with ``order:
+   step_then_mix`` (SGP's order: step, then exchange and wait for its ``k`` neighbours) overlaps
+   nothing: ``C_{k+1} + comm``;
 5. ``adpsgd`` (asynchronous pairwise averaging, overlapped): ``max(C, m(B))`` per worker step
    (half the workers, the active ones, send at a time);
    a straggler slows only itself, so an epoch's rate is ``(n - 1 + 1/F) / n`` of the nominal;
@@ -145,9 +148,13 @@ def step_s(algorithm: str, p: Point, peers: int = 1, **opts: Any) -> float | Non
     if algorithm == "osgp":
         return max(_sync_compute(p, 2), peers * msg(B, _pair_flows(p)))
     if algorithm == "dpsgd":
-        # two ring neighbours: 2B through the NIC; across racks a ring boundary puts 2 flows on an uplink
+        # k neighbours (ring: 2): kB through the NIC; across racks a ring boundary puts 2 flows on an uplink
+        k = int(opts.get("neighbours", 2))
         cross = msg(B, 2.0) if p.rack_size and n > p.rack_size else 0.0
-        return max(_sync_compute(p, 2), msg(2 * B), cross)
+        comm = max(msg(k * B), cross)
+        if opts.get("order") == "step_then_mix":  # step, then exchange and wait: nothing hidden
+            return _sync_compute(p, k + 1) + comm
+        return max(_sync_compute(p, 2), comm)
     if algorithm == "adpsgd":
         rate = (n - 1 + 1 / p.slow_factor) / n if n > 1 else 1 / p.slow_factor
         return max(p.compute_s, msg(B, _pair_flows(p, ADPSGD_ACTIVE))) / rate
@@ -285,10 +292,24 @@ def method_algorithm(method_spec: dict[str, Any] | None, method: str) -> tuple[s
     return name, int(topo.get("peers", 1)) if isinstance(topo, dict) else 1
 
 
-def method_options(method_spec: dict[str, Any] | None) -> dict[str, Any]:
-    """The options of a parameter-server method's config entry its closed form reads
-    (``{algorithm: {name: ps_async, servers: 4}}`` -> ``{"servers": 4}``); {} otherwise."""
+#: D-PSGD's neighbours a step by topology (impls/algorithms/dpsgd.py): a topology not listed
+#: has no closed form here
+DPSGD_NEIGHBOURS = {"ring": 2, "bipartite_exponential": 1}
+
+
+def method_options(method_spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The options of a method's config entry its closed form reads: a parameter-server method's
+    (``{algorithm: {name: ps_async, servers: 4}}`` -> ``{"servers": 4}``), D-PSGD's order and
+    neighbours a step (``{algorithm: {name: dpsgd, order: step_then_mix}}`` -> ``{"order":
+    "step_then_mix", "neighbours": 2}``); {} otherwise; None for a D-PSGD topology without a
+    closed form (:data:`DPSGD_NEIGHBOURS`)."""
     alg = (method_spec or {}).get("algorithm")
+    if isinstance(alg, dict) and alg.get("name") == "dpsgd":
+        topo = alg.get("topology") or "ring"
+        topo = topo.get("name", "ring") if isinstance(topo, dict) else topo
+        if topo not in DPSGD_NEIGHBOURS:
+            return None
+        return {"order": str(alg.get("order", "mix_then_step")), "neighbours": DPSGD_NEIGHBOURS[topo]}
     if not isinstance(alg, dict) or alg.get("name") not in PS_FAMILY:
         return {}
     return {k: int(alg[k]) for k in PS_OPTIONS if k in alg}

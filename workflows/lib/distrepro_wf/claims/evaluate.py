@@ -40,8 +40,9 @@ that did not reach the target: it is censored at its last evaluation (``time_las
 side gets a Kaplan-Meier median with its interval and the sides a log-rank test
 (:mod:`distrepro_wf.claims.survival`; why not a paired test: there).  When every run of both sides
 arrived nothing is censored and the paired t interval of the ratio stands; otherwise the status
-follows :func:`censored_verdict` (e.g. a side that reaches the target less often can never be
-"faster to it"; neither median defined: inconclusive, "target not reached").  The ``tta_*``
+follows :func:`censored_verdict` (e.g. a side that reaches the target less often, counted over
+the time both sides ran, can never be "faster to it"; neither median defined: inconclusive,
+"target not reached").  The ``tta_*``
 columns carry "reached k of n" per side, the medians and the test's p-value.
 
 Controls and the second measure.  A claim with a ``control`` (the fast network, no straggler)
@@ -68,8 +69,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from impls.backends import DEFAULT as DEFAULT_BACKEND
@@ -546,8 +548,28 @@ def censored_fields(a: Median, b: Median, test: Any) -> dict[str, Any]:
             "tta_logrank_p": test.p}
 
 
+class Window(NamedTuple):
+    """Both sides followed over the same time: runs of each side that reached the target by
+    ``horizon``, the earlier of the two sides' last observations (an arrival or a censoring)."""
+    horizon: float          # s: min over the sides of their latest run's time
+    reached_a: int          # runs of a that reached the target by the horizon
+    reached_b: int
+    first_a: float          # a's first arrival (nan: none)
+    first_b: float
+
+
+def common_window(ta: Any, ea: Any, tb: Any, eb: Any) -> Window:
+    """:class:`Window` of two sides' times (to the target where ``e``, else to the last
+    evaluation)."""
+    ta, tb = np.asarray(ta, float), np.asarray(tb, float)
+    ea, eb = np.asarray(ea, bool), np.asarray(eb, bool)
+    h = float(min(ta.max(), tb.max()))
+    first = lambda t, e: float(t[e].min()) if e.any() else math.nan  # noqa: E731
+    return Window(h, int((ea & (ta <= h)).sum()), int((eb & (tb <= h)).sum()), first(ta, ea), first(tb, eb))
+
+
 def censored_verdict(expect: dict[str, Any], a: Median, b: Median, test: Any, names: tuple[str, str] = ("a", "b"),
-                     alpha: float = ALPHA) -> tuple[str, str]:
+                     alpha: float = ALPHA, window: Window | None = None) -> tuple[str, str]:
     """Status and reason of a time-to-target ratio claim (a / b against ``expect``) when some run
     never reached the target, from both sides' Kaplan-Meier medians (``a``, ``b``:
     :func:`distrepro_wf.claims.survival.km_median`) and their log-rank ``test``
@@ -563,7 +585,12 @@ def censored_verdict(expect: dict[str, Any], a: Median, b: Median, test: Any, na
        direction: the side reaching the target more (O > E) is sooner.
     4. A side that reaches the target in a smaller share of its runs than the other
        (k_s / n_s < k_o / n_o) cannot be faster to it: not reproduced if the other side is
-       significantly sooner, else inconclusive, whatever the medians say.
+       significantly sooner, else inconclusive, whatever the medians say.  With a ``window``
+       (:func:`common_window`) the shares count the arrivals by the time both sides were still
+       followed: a side whose runs stopped earlier (e.g. an asynchronous method's 3 epochs
+       take a third of the synchronous one's time) has not "reached it less often"; when
+       neither side arrives within that window the runs are too short to compare:
+       inconclusive, saying so.
     5. The other side significantly sooner: not reproduced.  No significant difference:
        inconclusive.
     6. The named side significantly sooner and its median defined: reproduced when the pass
@@ -585,7 +612,16 @@ def censored_verdict(expect: dict[str, Any], a: Median, b: Median, test: Any, na
     winner = ("a" if test.a_sooner else "b") if sig else None
     s, o = (a, b) if sooner == "a" else (b, a)
     sn, on = (na, nb) if sooner == "a" else (nb, na)
-    if s.reached * o.runs < o.reached * s.runs:
+    ks, ko = s.reached, o.reached
+    if window is not None:
+        ks, ko = (window.reached_a, window.reached_b) if sooner == "a" else (window.reached_b, window.reached_a)
+        if ks == 0 and ko == 0:
+            late = [(t, n) for t, n in ((window.first_a, na), (window.first_b, nb)) if not math.isnan(t)]
+            t, n = min(late)
+            return INCONCLUSIVE, (f"runs too short to compare: both sides were followed only to "
+                                  f"{window.horizon:.3g} s and nobody reached the target by then ({n}'s first "
+                                  f"arrival: {t:.3g} s; {counts})")
+    if ks * o.runs < ko * s.runs:
         if winner not in (None, sooner):
             return NOT_REPRODUCED, (f"{sn} reaches the target less often and {on} reaches it sooner ({counts}, "
                                     f"{ptext})")
@@ -622,7 +658,7 @@ def censored_judgement(expect: dict[str, Any], ta: pd.Series, ea: pd.Series, tb:
         f.update(measured=iv.estimate, ci_low=iv.low, ci_high=iv.high, interval=iv.method, n=iv.n, df=iv.df,
                  p_a_beats_b=iv.p_a_beats_b, wins=iv.wins, iv=iv)
         return verdict(iv.low, iv.high, expect), f, "every run reached the target"
-    st, why = censored_verdict(expect, ma, mb, test, names)
+    st, why = censored_verdict(expect, ma, mb, test, names, window=common_window(ta, ea, tb, eb))
     ratio = ma.median / mb.median if ma.median > 0 and mb.median > 0 else math.nan
     f.update(measured=ratio, ci_low=math.nan, ci_high=math.nan, interval="Kaplan-Meier medians, log-rank test",
              n=min(ma.runs, mb.runs), df=math.nan, p_a_beats_b=math.nan, wins="", iv=None)

@@ -132,6 +132,8 @@ def _side(config: dict[str, Any], experiment: str, sel: dict[str, Any], nodes: i
     methods = config["experiments"][experiment].get("methods") or {}
     alg, peers = cf.method_algorithm(methods.get(sel["method"]), sel["method"])
     opts = cf.method_options(methods.get(sel["method"]))
+    if opts is None:
+        return None
     return (p, alg, peers, opts) if cf.step_s(alg, p, peers, **opts) is not None else None
 
 
@@ -194,6 +196,12 @@ def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
     m, lo, hi = (float(row.get(k, math.nan)) for k in ("measured", "ci_low", "ci_high"))
     if not math.isfinite(m) or r0 <= 0:
         return Result(r0, reach_text(row, c, config) or "not evaluated: no simulated value to scale", False, [])
+    timing = timing_dependent_sides(c, config) if c["metric"] == "time_to_target_s" else []
+    if timing:  # the closed form scales time per step; an asynchronous side's steps to the target move too
+        return Result(r0, f"not evaluated: {' and '.join(timing)} {'is' if len(timing) == 1 else 'are'} "
+                          f"asynchronous, so {'its' if len(timing) == 1 else 'their'} steps to the target depend on "
+                          f"timing (staleness), which scaling the time per step by the closed form cannot say",
+                      False, [])
     if not (math.isfinite(lo) and math.isfinite(hi)):
         lo = hi = m
     base = judge(lo, hi)
@@ -237,6 +245,13 @@ def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
 TIMING_DEPENDENT = {"adpsgd", "ps_async", "ps_ssp", "ddcgu"}
 
 
+def timing_dependent_sides(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """The methods of a two-sided claim whose trajectory depends on timing (:data:`TIMING_DEPENDENT`)."""
+    methods = (config.get("experiments") or {}).get(c["experiment"], {}).get("methods") or {}
+    names = {s: c[s]["method"] for s in ("a", "b") if s in c}
+    return sorted({m for m in names.values() if cf.method_algorithm(methods.get(m), m)[0] in TIMING_DEPENDENT})
+
+
 def reach_text(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any]) -> str | None:
     """The sensitivity of a time-to-target row without a simulated ratio (a side's runs did not
     all reach the target: :func:`distrepro_wf.claims.evaluate.censored_verdict`), or None.
@@ -265,11 +280,9 @@ def reach_text(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any]) -
     neither = 2 * ra < na and 2 * rb < nb  # no Kaplan-Meier median on either side
     if not neither and (sooner is None or share[sooner] >= share[other[sooner]]):
         return "not evaluated: the verdict rests on censored times (a log-rank test), not a ratio to scale"
-    methods = (config.get("experiments") or {}).get(c["experiment"], {}).get("methods") or {}
     names = {s: c[s]["method"] for s in ("a", "b")}
-    algs = {s: cf.method_algorithm(methods.get(m), m)[0] for s, m in names.items()}
     counts = f"{names['a']} {ra} of {na}, {names['b']} {rb} of {nb}"
-    timing = sorted({names[s] for s in ("a", "b") if algs[s] in TIMING_DEPENDENT})
+    timing = timing_dependent_sides(c, config)
     if timing:
         return (f"not evaluated: the verdict rests on how many runs reached the target ({counts}); "
                 f"{' and '.join(timing)} {'is' if len(timing) == 1 else 'are'} asynchronous, so whether "

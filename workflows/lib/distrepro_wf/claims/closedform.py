@@ -202,7 +202,11 @@ def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, in
        the first round (2 and 4 workers on the netns testbed's link, within 1 %: tested; real
        ranks within 3-10 %, README, sim_vs_netns).  (An eager transport, every push flowing
        at once and shared max-min fairly, landed equal workers' pushes together and then
-       their replies: a lockstep as slow as ``ps_sync``.)
+       their replies: a lockstep as slow as ``ps_sync``.)  With ``k > 1`` servers on a
+       link-bound setting ``T`` is a lower bound: every server takes the workers in the same
+       announcement order, so the servers tend to take the same worker's parts at once and
+       those share that worker's link (ps_bottleneck, 32 workers on 10 GbE, ``k = 4``:
+       ``T`` 0.71 s, simulated 1.32 s a step; one server: 2.83 s, simulated 2.89 s).
     3. ``ps_sync`` (``k = 1``): after the last push arrives the server applies (``a``), then
        stages the ``n`` replies one after another (``delta`` each) onto its link; the last
        reply lands ``a + delta + max(n D, (n-1) delta + D)`` later (the replies).  Then the

@@ -77,7 +77,7 @@ def collectives(a):
 
 
 def contention(a):
-    """Lone and simultaneous transfers of ``size`` bytes (eager point to point)."""
+    """Lone and simultaneous transfers of ``size`` bytes (point to point, both sides posted together)."""
     cfg = platform_config(a["platform"])
     pairs, n, size = a["pairs"], a["n"], a["size"]
 

@@ -1,6 +1,6 @@
 """The simulated platform's own behaviour: collectives compute the right values, cost
 what the platform's flow model says (alpha-beta where nothing is shared, contention
-where links are), point-to-point is eager, deadlocks and bad input are reported.
+where links are), point-to-point is gloo's rendezvous, deadlocks and bad input are reported.
 
 Each scenario runs in a process of its own (``tests/sim_probe.py``: SimGrid's engine
 runs once per process)."""

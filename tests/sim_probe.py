@@ -77,7 +77,7 @@ def collectives(a):
 
 
 def contention(a):
-    """Lone and simultaneous transfers of ``size`` bytes (eager point to point)."""
+    """Lone and simultaneous transfers of ``size`` bytes (point to point, both sides posted together)."""
     cfg = platform_config(a["platform"])
     pairs, n, size = a["pairs"], a["n"], a["size"]
 
@@ -104,32 +104,39 @@ def contention(a):
     return out
 
 
-def eager(a):
-    """A late sender is charged from its post; a late receiver finds the data there."""
+def rendezvous(a):
+    """gloo's point-to-point protocol: a late sender is charged from its post; a send posted
+    early waits for its receive; a receive from any source takes the first sender announced,
+    one at a time (rank 0 receives from ranks 1 and 2)."""
+    import simgrid
+
     cfg = platform_config("ethernet_10g")
     size = a["size"]
 
     def main(rank, world):
-        b = SimBackend(world, rank, [0, 1]).scaled(size / 4096)
+        b = SimBackend(world, rank, [0, 1, 2]).scaled(size / 4096)
         t = torch.ones(1024) * (rank + 1)
-        if rank == 0:  # late sender
-            import simgrid
+        if rank == 1:
+            simgrid.this_actor.sleep_for(1.0)  # late sender: its receive is posted since t = 0
+            b.isend(t, 0).wait()
+            first = _now()
+            simgrid.this_actor.sleep_for(3.0 - _now())
+            b.isend(t, 0).wait()  # posted at t = 3, after rank 2's
+            return {"first_send_done": first, "send_done": _now()}
+        if rank == 2:
+            simgrid.this_actor.sleep_for(2.0)
+            b.isend(t, 0).wait()
+            return {"send_done": _now()}
+        b.irecv(t, 1).wait()
+        out = {"first_received": _now()}
+        simgrid.this_actor.sleep_for(5.0 - _now())  # late receiver: both sends posted, none has left
+        for k in (1, 2):
+            t0 = _now()
+            b.irecv(t, None).wait()
+            out[f"any{k}_wait"], out[f"any{k}_value"] = _now() - t0, float(t[0])
+        return out
 
-            simgrid.this_actor.sleep_for(1.0)
-            b.isend(t, 1).wait()
-            simgrid.this_actor.sleep_for(1.0)
-            b.isend(t, 1).wait()
-            return {"second_send_done": _now()}
-        b.irecv(t, 0).wait()
-        first = _now()
-        import simgrid
-
-        simgrid.this_actor.sleep_for(5.0)  # late receiver: the second message arrived meanwhile
-        t0 = _now()
-        b.irecv(t, 0).wait()
-        return {"first_received": first, "second_wait": _now() - t0, "value": float(t[0])}
-
-    return run_actors(cfg, 2, main)
+    return run_actors(cfg, 3, main)
 
 
 def deadlock(a):

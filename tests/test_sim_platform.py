@@ -1,6 +1,6 @@
 """The simulated platform's own behaviour: collectives compute the right values, cost
 what the platform's flow model says (alpha-beta where nothing is shared, contention
-where links are), point-to-point is eager, deadlocks and bad input are reported.
+where links are), point-to-point is gloo's rendezvous, deadlocks and bad input are reported.
 
 Each scenario runs in a process of its own (``tests/sim_probe.py``: SimGrid's engine
 runs once per process)."""
@@ -82,17 +82,25 @@ def test_rack_uplink_is_shared():
     assert a["lone"] > 1.2 * out["lone"], (a, out)
 
 
-def test_point_to_point_is_eager():
+def test_point_to_point_is_gloos_rendezvous():
+    """gloo's isend/irecv (impls/backends/sim.py): the data leaves once both sides have posted,
+    and a receive from any source takes the first sender announced, one at a time, at the
+    link's full rate (an eager transport had both messages there when the receiver asked)."""
     size = 1e8
     a, b = alpha_beta(platform_config("ethernet_10g"))
     lone = a + size * 1.05 / b  # one direction only: no acknowledgments of a reverse flow
-    sender, receiver = probe("eager", size=size)
+    receiver, one, two = probe("rendezvous", size=size)
     # the late sender (posts at t=1) is charged from its post, not from the receiver's
     assert receiver["first_received"] == pytest.approx(1.0 + lone, rel=0.01)
-    # the late receiver (asks at ~7) finds the second message already there
-    assert receiver["second_wait"] == pytest.approx(0.0, abs=1e-9)
-    assert sender["second_send_done"] == pytest.approx(1.0 + lone + 1.0 + lone, rel=0.01)
-    assert receiver["value"] == 1.0
+    assert one["first_send_done"] == pytest.approx(1.0 + lone, rel=0.01)
+    # sends posted at t=2 (rank 2) and t=3 (rank 1) wait for the receives posted at t=5: rank 2's
+    # first, alone on the link (as long as the lone first message), then rank 1's
+    alone = receiver["first_received"] - 1.0
+    assert (receiver["any1_value"], receiver["any2_value"]) == (3.0, 2.0)
+    assert receiver["any1_wait"] == pytest.approx(alone, rel=1e-6)
+    assert receiver["any2_wait"] == pytest.approx(alone, rel=1e-6)
+    assert two["send_done"] == pytest.approx(5.0 + alone, rel=1e-6)
+    assert one["send_done"] == pytest.approx(5.0 + 2 * alone, rel=1e-6)
 
 
 def test_deadlock_names_the_blocked_rank():

@@ -36,6 +36,17 @@ worker still sees each other worker's update once per round.
 The server receives and sends a model per push: ``2 W`` models per round, the bottleneck
 the AD-PSGD paper names; sharding (``servers: k``) splits it over ``k`` ranks.
 
+On the wire (gloo, and the simulated backend, which models its protocol): the server's
+receive from any worker is matched with one sender, the first whose push was announced,
+and a push's data leaves the worker only then.  So pushes reach the server one after
+another, each at the link's full rate, while the reply to the worker just served leaves
+on the other direction of the server's link: pushes in and replies out overlap, and a
+link-bound server's round is ``W`` pushes, not ``W`` pushes then ``W`` replies.  With
+``k`` servers every server takes the workers in the same (announcement) order, so they
+tend to take the same worker's ``k`` parts at once, which then share that worker's link:
+sharding relieves a link-bound server by less than ``k`` (32 workers on 10 GbE, four
+servers: 2.2x, not 4x).
+
 Hyperparameters:
 
 * ``servers`` (1): server ranks, each owning an equal range of the flat parameters.  Raise it

@@ -5,14 +5,27 @@ All ranks run in one process, each as a SimGrid actor on its own simulated host
 runtime and algorithm code as real ranks on real tensors.  Only time and the wire
 are simulated:
 
-* **Point to point** (``isend`` / ``irecv``): a message is a SimGrid communication
-  carrying a copy of the tensor, of ``nbytes x scale`` simulated bytes (``scale``:
-  :meth:`SimBackend.scaled`, the paper profile's model bytes over the stand-in's).
-  Mailboxes are *eager* (a permanent receiver is set, as a NIC with receive buffers):
-  the transfer starts when the **sender** posts it, whenever the receiver asks, so a
-  late sender is charged and a late receiver finds the data already there.  One
-  mailbox per (group, destination); messages from several sources are kept, in the
-  order their senders posted them, until asked for (``src=None``: the first one).
+* **Point to point** (``isend`` / ``irecv``) is gloo's protocol for them (an *unbound
+  buffer* over TCP, ``gloo/transport/tcp/pair.cc``), a **rendezvous**: ``isend`` sends
+  a "send ready" notification (:data:`NOTIFY_BYTES`) at once, and the data, a SimGrid
+  communication carrying a copy of the tensor of ``nbytes x scale`` simulated bytes
+  (``scale``: :meth:`SimBackend.scaled`, the paper profile's model bytes over the
+  stand-in's), leaves only once the receiver has **posted** a matching ``irecv`` (on a
+  mailbox per (group, source, destination) without a permanent receiver: SimGrid
+  starts the transfer when both sides have posted).  ``irecv`` from a named source
+  posts at once (and consumes that source's notification, gloo's "expected send
+  notification"); ``irecv(t, None)`` (from any source) takes the first sender whose
+  notification has arrived (arrival order, as gloo's ``recvFromAny`` takes the first
+  pending send) and posts that one transfer only: the other senders' data waits for
+  the receiver's next receive.  So a server receiving from any worker takes the pushes
+  one at a time, each at its link's full rate, while its replies to the workers it has
+  served leave on the other direction of its link: pushes in and replies out overlap,
+  as on real ranks (an *eager* model, every push flowing at once, shared max-min
+  fairly, lands equal workers' pushes together and then their replies together: a
+  lockstep as slow as the synchronous server; ``tests/test_ps_family.py``).  Not
+  modelled: the notification's answer (one latency) before the data of a send posted
+  before its receive, and the completion of a send once its last bytes are in the
+  kernel's socket buffer (here: once they have arrived).
 * **Collectives** are their algorithms over point-to-point messages (ring all-reduce
   and all-gather; binomial trees for broadcast and reduce; recursive doubling; linear
   gather / scatter; the ring's, the trees' and recursive doubling's schedules are
@@ -60,6 +73,9 @@ from ..comm.allreduce import binomial_broadcast_steps, binomial_reduce_steps, fo
 from . import Backend, Clock, NotAMember
 
 SPEED = 1e9  # every simulated host's nominal speed (flop/s): compute is charged as seconds x SPEED
+#: the wire size of gloo's "send ready" notification: a TCP preamble of 6 size_t
+#: (gloo/transport/tcp/pair.h, ``Op::preamble``)
+NOTIFY_BYTES = 48
 
 
 def _rng_state() -> torch.Tensor:
@@ -111,7 +127,9 @@ def blocking(fn: Callable, *args: Any) -> Any:
 
 class World:
     """What the ranks of one simulation share: their hosts and actors, the store's
-    counters, the receive buffers of the eager mailboxes."""
+    counters, the receive buffers of the eager mailboxes (``stash``: the collectives'
+    messages, the point-to-point "send ready" notifications) and the notifications owed to
+    receives from a named source (``owed``)."""
 
     def __init__(self, hosts: list, allreduce_algorithm: str = "ring", small_bytes: int = 65536):
         self.hosts, self.small_bytes = hosts, small_bytes
@@ -122,6 +140,7 @@ class World:
         self.clocks: dict[int, Any] = {}  # global rank -> its SimClock (per-message overhead), if any
         self._boxes: dict[str, Any] = {}
         self.stash: dict[str, collections.deque] = collections.defaultdict(collections.deque)
+        self.owed: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 
     def mailbox(self, name: str, dst_global: int):
         mb = self._boxes.get(name)
@@ -130,6 +149,16 @@ class World:
 
             mb = self._boxes[name] = simgrid.Mailbox.by_name(name)
             mb.set_receiver(self.actors[dst_global])
+        return mb
+
+    def rendezvous(self, name: str):
+        """A mailbox without a permanent receiver: a transfer starts once both its
+        ``put_async`` and a ``get_async`` are posted (SimGrid's default matching)."""
+        mb = self._boxes.get(name)
+        if mb is None:
+            import simgrid
+
+            mb = self._boxes[name] = simgrid.Mailbox.by_name(name)
         return mb
 
 
@@ -147,23 +176,67 @@ class _Sent:
         return self._comm is None or bool(self._comm.test())
 
 
-class _Received:
-    """An ``irecv``: eager transfers need no posting, so matching happens at ``wait``."""
+class _SentRendezvous:
+    """A point-to-point ``isend``: its "send ready" notification and its data transfer."""
+
+    def __init__(self, note, data):
+        self._comms = [note, data]
+
+    def wait(self) -> None:
+        for c in self._comms:
+            blocking(c.wait)
+        self._comms = []
+
+    def is_completed(self) -> bool:
+        flush_pending()
+        self._comms = [c for c in self._comms if not c.test()]
+        return not self._comms
+
+
+class _Posted:
+    """A point-to-point ``irecv``, posted as gloo posts it (:meth:`SimBackend.irecv`): from a
+    named source its data transfer is posted at once; from any source (``src=None``) it takes
+    the first sender whose "send ready" notification has arrived, and posts that sender's
+    transfer (at once if one has, else when it arrives, the receiver waiting for it)."""
 
     def __init__(self, backend: "SimBackend", t: torch.Tensor, src: int | None):
         self._b, self._t, self._src, self._done = backend, t, src, False
+        self._comm = self._data = None
+        if src is not None:
+            backend._owe_note(src)
+            self._post(src)
+        else:
+            got = backend._note(block=False)
+            if got is not None:
+                self._post(got)
+
+    def _post(self, src: int) -> None:
+        self._src = src
+        self._comm, self._data = blocking(self._b._data_box(src, self._b.rank).get_async)
 
     def wait(self) -> None:
-        if not self._done:
-            payload = self._b._recv("p", self._src)
-            if payload.numel() != self._t.numel():
-                raise RuntimeError(f"simgrid rank {self._b.rank}: received {payload.numel()} elements from "
-                                   f"{self._src}, expected {self._t.numel()} (mismatched send/recv)")
-            self._t.copy_(payload.view_as(self._t))
-            self._done = True
+        if self._done:
+            return
+        if self._comm is None:  # from any source, none ready when posted: the first to announce itself
+            self._post(self._b._note(block=True))
+        blocking(self._comm.wait)
+        _, payload = self._data.get()
+        if payload.numel() != self._t.numel():
+            raise RuntimeError(f"simgrid rank {self._b.rank}: received {payload.numel()} elements from "
+                               f"{self._src}, expected {self._t.numel()} (mismatched send/recv)")
+        self._t.copy_(payload.view_as(self._t))
+        self._done = True
 
     def is_completed(self) -> bool:
-        return self._done or self._b._has("p", self._src)
+        if self._done:
+            return True
+        if self._comm is None:
+            got = self._b._note(block=False)
+            if got is None:
+                return False
+            self._post(got)
+        flush_pending()
+        return bool(self._comm.test())
 
 
 class _InActor:
@@ -269,19 +342,54 @@ class SimBackend(Backend):
                     return item
             stash.append(blocking(mb.get))
 
-    def _has(self, kind: str, src: int | None) -> bool:
-        flush_pending()
-        name, mb = self._box(kind, self.rank)
-        stash = self._w.stash[name]
-        while mb.ready:
-            stash.append(blocking(mb.get))
-        return any(src is None or s == src for s, _ in stash)
-
     def isend(self, t, dst: int):
-        return self._isend("p", dst, t)
+        """gloo's point-to-point send (an unbound buffer over TCP): a "send ready"
+        notification (:data:`NOTIFY_BYTES`) leaves at once; the data leaves only once the
+        receiver has posted a matching receive (module docstring)."""
+        clock = self._w.clocks.get(self._me)
+        if clock is not None:  # the transport's per-message software overhead, on the sender
+            clock.charge_message()
+        _, box = self._box("n", dst)
+        note = blocking(box.put_async, self.rank, NOTIFY_BYTES)
+        size = max(1, int(round(t.numel() * t.element_size() * self._scale)))
+        data = blocking(self._data_box(self.rank, dst).put_async, (self.rank, t.detach().clone()), size)
+        return _SentRendezvous(note, data)
 
     def irecv(self, t, src: int | None):
-        return _Received(self, t, src)
+        return _Posted(self, t, src)
+
+    def _data_box(self, src: int, dst: int):
+        return self._w.rendezvous(f"{self._gid}|p|{self._ranks[dst]}<{self._ranks[src]}")
+
+    def _owe_note(self, src: int) -> None:
+        """A receive from ``src`` consumes ``src``'s next notification (gloo's "expected send
+        notification"): the one already here, else the next to arrive."""
+        name, _ = self._box("n", self.rank)
+        self._pull_notes(name)
+        stash = self._w.stash[name]
+        if src in stash:
+            stash.remove(src)  # the first from src
+        else:
+            self._w.owed[name][src] += 1
+
+    def _pull_notes(self, name: str, block: bool = False) -> None:
+        _, mb = self._box("n", self.rank)
+        stash, owed = self._w.stash[name], self._w.owed[name]
+        while mb.ready or (block and not stash):
+            src = blocking(mb.get)
+            if owed[src]:
+                owed[src] -= 1
+            else:
+                stash.append(src)
+
+    def _note(self, block: bool) -> int | None:
+        """The source of the first notification not owed to a named receive (arrival
+        order), removed; None if there is none yet and not ``block``."""
+        flush_pending()
+        name, _ = self._box("n", self.rank)
+        self._pull_notes(name, block)
+        stash = self._w.stash[name]
+        return stash.popleft() if stash else None
 
     # -- collectives ---------------------------------------------------------------------
     def _collective(self, body: Callable[[str], None], async_op: bool):

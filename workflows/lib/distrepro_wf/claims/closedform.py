@@ -201,14 +201,19 @@ def ps_step_s(algorithm: str, p: Point, servers: int = 1, staleness: int = 3, in
        ``T = max(n max(s, D/k), n / sum_i 1/t_i)``; the slow worker only removes its own share
        of the rate.  With ``inflight b > 1`` a worker waits only for its ``b``-th oldest reply,
        but still sleeps the staging of its push and of each reply it installs:
-       ``t_i -> max(C f_i + 2 sigma + k o, t_i / b)``.  This is the desynchronised steady state,
-       which real TCP falls into (README, sim_vs_netns).  The simulated link shares max-min
-       fairly, so pushes sent together land together and so do their replies: on a link-bound
-       server equal, jitter-free workers stay in lockstep, as slow as ``ps_sync`` (2 workers,
-       tested); the server's serial staging and jitter break it up only gradually (32 workers
-       on 10 GbE: the one-epoch run of 5 rounds is 1.7x ``T``; 8 workers, steady: 1.3x).
-       So on a link-bound server ``T`` is a lower bound of the simulated round, and a
-       straggler breaks the lockstep (the others are not held by it: tested).
+       ``t_i -> max(C f_i + 2 sigma + k o, t_i / b)``.  The server's receive from any worker is
+       a rendezvous with one sender at a time (gloo's, and the simulated backend's,
+       :mod:`impls.backends.sim`): pushes arrive one after another at the link's full rate
+       while the reply to the worker just served leaves on the other direction, so pushes in
+       and replies out pipeline and equal, jitter-free workers reach this steady state from
+       the first round (2 and 4 workers on the netns testbed's link, within 1 %: tested; real
+       ranks within 3-10 %, README, sim_vs_netns).  (An eager transport, every push flowing
+       at once and shared max-min fairly, landed equal workers' pushes together and then
+       their replies: a lockstep as slow as ``ps_sync``.)  With ``k > 1`` servers on a
+       link-bound setting ``T`` is a lower bound: every server takes the workers in the same
+       announcement order, so the servers tend to take the same worker's parts at once and
+       those share that worker's link (ps_bottleneck, 32 workers on 10 GbE, ``k = 4``:
+       ``T`` 0.71 s, simulated 1.32 s a step; one server: 2.83 s, simulated 2.89 s).
     3. ``ps_sync`` (``k = 1``): after the last push arrives the server applies (``a``), then
        stages the ``n`` replies one after another (``delta`` each) onto its link; the last
        reply lands ``a + delta + max(n D, (n-1) delta + D)`` later (the replies).  Then the

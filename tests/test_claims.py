@@ -1076,7 +1076,7 @@ def test_a_platform_without_sources_makes_the_claim_platform_unknown(tmp_path):
     assert "measured 0.6" in r["reason"]
     shipped = yaml.safe_load((PUB / "claims.yaml").read_text())["claims"]
     req = next(c for c in shipped if c["id"] == "adpsgd_epoch_4to8x_faster")["mechanism"]["requires"]
-    assert req[0]["check"] == "platform_sourced" and "256:1" in req[0]["needs"]
+    assert req[0]["check"] == "platform_sourced" and "64:1" in req[0]["needs"]
 
 
 def test_signum_mv_speed_claim_runs_on_its_papers_hardware():

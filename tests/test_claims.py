@@ -645,6 +645,8 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
     # a simulated speed claim whose verdict flips inside the sensitivity ranges (OSGP / SGP = 0.8 at
     # every seed: reproduced at the nominal parameters only)
     claims.append(claim(id="s", experiment="sgp_sim", a={"method": "osgp"}, b={"method": "sgp_1peer"}))
+    # a claim whose experiment only another config file defines: not run by this config (another page)
+    claims.append(claim(id="o", paper="adpsgd", experiment="katyusha_x"))
     sim = runs_table([(m, 4, "none", s, t, 0.9) for m, t in (("osgp", 0.24), ("sgp_1peer", 0.30)) for s in (1, 2, 3)])
     tables = tmp_path / "results" / "tables"
     for e, (r, f) in {"sgp": (runs, failed), "baseline": (runs.iloc[0:0], failed.iloc[0:0]),
@@ -717,6 +719,11 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
         assert f'id="split-{where}">On {label}: {n} claims' in index, where
         for cls, k in counts.items():
             assert re.search(rf'id="split-{where}-{cls}">{k} ', index), (where, cls)
+    # the claims this config does not run are in neither split: counted on their own line, so that
+    # real + simulated + not run = every claim (5 + 1 + 1 = 7)
+    assert re.search(r"Claims: 7;", index)
+    assert 'id="split-not-run">Not run by this config: 1 claims,\nnot comparable (their experiments are in ' \
+           "config/katyusha_x.yaml)" in index
 
 
 def test_summary_status_per_claim():

@@ -645,6 +645,8 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
     # a simulated speed claim whose verdict flips inside the sensitivity ranges (OSGP / SGP = 0.8 at
     # every seed: reproduced at the nominal parameters only)
     claims.append(claim(id="s", experiment="sgp_sim", a={"method": "osgp"}, b={"method": "sgp_1peer"}))
+    # a claim whose experiment only another config file defines: not run by this config (another page)
+    claims.append(claim(id="o", paper="adpsgd", experiment="katyusha_x"))
     sim = runs_table([(m, 4, "none", s, t, 0.9) for m, t in (("osgp", 0.24), ("sgp_1peer", 0.30)) for s in (1, 2, 3)])
     tables = tmp_path / "results" / "tables"
     for e, (r, f) in {"sgp": (runs, failed), "baseline": (runs.iloc[0:0], failed.iloc[0:0]),
@@ -717,6 +719,11 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
         assert f'id="split-{where}">On {label}: {n} claims' in index, where
         for cls, k in counts.items():
             assert re.search(rf'id="split-{where}-{cls}">{k} ', index), (where, cls)
+    # the claims this config does not run are in neither split: counted on their own line, so that
+    # real + simulated + not run = every claim (5 + 1 + 1 = 7)
+    assert re.search(r"Claims: 7;", index)
+    assert 'id="split-not-run">Not run by this config: 1 claims,\nnot comparable (their experiments are in ' \
+           "config/katyusha_x.yaml)" in index
 
 
 def test_summary_status_per_claim():
@@ -786,9 +793,11 @@ def _eval_sim(tmp_path, claims, runs, config=None):
 
 
 def test_a_setting_that_cannot_show_the_mechanism_is_not_comparable(tmp_path):
-    """Same numbers (SGP 0.6x AR-SGD's epoch): judged when AR-SGD communicates 40 % of its epoch,
-    refused with the share in the reason when it communicates 10 %; and on real ranks of a local
-    launch the network check refuses whatever the share (loopback)."""
+    """Same numbers (SGP 0.6x AR-SGD's epoch): judged when AR-SGD communicates 60 % of its epoch
+    (above 25 % across the sensitivity ranges; at 40 % it falls below with 2.5x the compute:
+    tests/test_closedform.py's gate tests), refused with the share in the reason when it
+    communicates 10 %; and on real ranks of a local launch the network check refuses whatever the
+    share (loopback)."""
     mech = {"text": "slow network", "requires": [{"check": "network"},
                                                  {"check": "comm_share", "side": "b", "min": 0.25}]}
     c = claim(experiment="sgp_sim", mechanism=mech)
@@ -796,7 +805,7 @@ def test_a_setting_that_cannot_show_the_mechanism_is_not_comparable(tmp_path):
     def runs(share):
         return _timed([("sgp_1peer", 4, "none", s, 0.3 + 0.01 * s, 0.2, 0.8) for s in (1, 2, 3)]
                       + [("allreduce_sgd", 4, "none", s, 0.5 + 0.01 * s, share, 0.6) for s in (1, 2, 3)])
-    ok = _eval_sim(tmp_path, [c], runs(0.4)).iloc[0]
+    ok = _eval_sim(tmp_path, [c], runs(0.6)).iloc[0]
     assert ok["status"] == "reproduced" and ok["mechanism"] == "slow network"
     low = _eval_sim(tmp_path, [c], runs(0.1)).iloc[0]
     assert low["status"] == "not comparable"
@@ -808,7 +817,7 @@ def test_a_setting_that_cannot_show_the_mechanism_is_not_comparable(tmp_path):
 
 def test_a_straggler_claim_needs_compute_bound_steps(tmp_path):
     """compute_share reads the side's runs without straggler: 19 % compute -> refused ("a straggler
-    cannot matter"), 60 % -> judged."""
+    cannot matter", nowhere in the sensitivity ranges), 60 % -> judged."""
     cfg = copy.deepcopy(rf.CONFIG)
     cfg["experiments"]["sgp_sim"]["stragglers"] = ["none", "slow1x4"]
     mech = {"text": "slow worker", "requires": [{"check": "compute_share", "side": "b", "min": 0.4}]}
@@ -821,7 +830,11 @@ def test_a_straggler_claim_needs_compute_bound_steps(tmp_path):
     refused = _eval_sim(tmp_path, [c], runs(0.19), cfg).iloc[0]
     assert refused["status"] == "not comparable" and "a straggler cannot matter" in refused["reason"]
     assert "compute is 19% of allreduce_sgd's epoch time without straggler" in refused["reason"]
-    assert _eval_sim(tmp_path, [c], runs(0.6), cfg).iloc[0]["status"] == "reproduced"
+    # judged at 60 %, and at most inconclusive: on 10 GbE the share falls below 40 % inside the ranges
+    judged = _eval_sim(tmp_path, [c], runs(0.6), cfg).iloc[0]
+    assert judged["status"] == "inconclusive" and judged["reason"].startswith(
+        "reproduced at the nominal parameters, but the setting stops showing the mechanism (allreduce_sgd's compute "
+        "share >= 40%) when compute per step passes")
 
 
 def test_exact_averaging_makes_an_accuracy_claim_not_comparable(tmp_path):
@@ -1070,7 +1083,7 @@ def test_a_platform_without_sources_makes_the_claim_platform_unknown(tmp_path):
     assert "measured 0.6" in r["reason"]
     shipped = yaml.safe_load((PUB / "claims.yaml").read_text())["claims"]
     req = next(c for c in shipped if c["id"] == "adpsgd_epoch_4to8x_faster")["mechanism"]["requires"]
-    assert req[0]["check"] == "platform_sourced" and "256:1" in req[0]["needs"]
+    assert req[0]["check"] == "platform_sourced" and "64:1" in req[0]["needs"]
 
 
 def test_signum_mv_speed_claim_runs_on_its_papers_hardware():

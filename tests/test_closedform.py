@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from distrepro_wf.claims import evaluate as wfclaims
@@ -240,3 +241,93 @@ def test_time_to_target_without_a_simulated_ratio_says_what_the_verdict_rests_on
     times = {**row, "tta_reached_a": 5, "tta_reached_b": 3}
     other = wfclaims.label_row(_claim("sgp_1peer", "allreduce_sgd", metric="time_to_target_s"), CONFIG, times)
     assert other["sensitivity"].startswith("not evaluated: the verdict rests on censored times")
+
+
+# ------------------------------------------------------------------ mechanism gates through the ranges
+# The star above at 8 nodes: AR-SGD's step 0.2 + 0.181113 = 0.381113 s, its closed-form
+# communication share 0.181113 / 0.381113 = 0.475219, compute share 0.2 / 0.381113 = 0.524781.  A
+# gate's measured share m is scaled by the closed form's change, m x s(p) / s0.
+GATE_CONFIG = {"experiments": {"simx": {**SIM, "workload": "w", "nodes": [8], "stragglers": ["none", "slow1x4"],
+                                        "seeds": [1, 2, 3]}}, "launcher": {"kind": "local"}}
+
+
+def _gated_row(check, minimum, comm=0.45, compute=0.55, straggler="none", side="b"):
+    """SGP / AR-SGD = 0.5 at every seed (reproduced, and the verdict holds across the ranges: at
+    full AR/backward overlap 0.5 x 1.538 = 0.77), AR-SGD's measured shares
+    ``comm`` and ``compute`` of its epoch of 1 s, judged with one share gate on AR-SGD."""
+    c = {**_claim("sgp_1peer", "allreduce_sgd"), "paper": "p", "statement": "s", "where": {"stragglers": [straggler]},
+         "mechanism": {"text": "t", "requires": [{"check": check, "side": side, "min": minimum}]}}
+    rows = [(m, 8, st, s, t, t * comm if m == "allreduce_sgd" else 0.1, t * compute if m == "allreduce_sgd" else 0.2)
+            for m, t in (("sgp_1peer", 0.5), ("allreduce_sgd", 1.0)) for st in ("none", "slow1x4") for s in (1, 2, 3)]
+    runs = pd.DataFrame(rows, columns=["method", "nodes", "straggler", "seed", "time_per_epoch_s", "bd_comm_s",
+                                       "bd_compute_s"])
+    [row] = wfclaims.evaluate_claim(c, GATE_CONFIG, {"simx": runs}, {}, {})
+    gate = wfclaims.mechanism(c, GATE_CONFIG, runs, 8, straggler)[1]
+    _gated_row.flips = {spec["name"]: v for spec, v, _ in gate.flips} if gate else {}
+    return wfclaims.label_row(c, GATE_CONFIG, row)
+
+
+def _passes_at(_text, label):
+    """Where the gate flips along the range labelled ``label`` (the last :func:`_gated_row`'s)."""
+    return next(v for k, v in _gated_row.flips.items() if next(r for r in sens.RANGES if r["name"] == k)["label"] == label)
+
+
+def test_a_gate_failing_at_the_nominal_point_but_passing_inside_the_ranges_is_inconclusive():
+    # (a) AR's communication share measured 45 % < 50 %: passes where 0.45 s(p) / 0.475219 >= 0.5,
+    # s(p) >= 0.528021.  Compute k C: R / (k C + R) >= 0.528021 -> k <= 0.181113 x 0.893864 / 0.2
+    # = 0.80945 (162 ms); efficiency e: R(e) = 14 (50e-6 + 0.0128866 / e) >= 0.2 x 0.528021 / 0.471979
+    # = 0.223748 -> e <= 0.808851; background b: 0.0128866 / (1 - b) >= 0.015932 -> b >= 0.191146
+    row = _gated_row("comm_share", 0.5)
+    assert row["status"] == "inconclusive"
+    assert row["reason"].startswith("the setting shows the mechanism (allreduce_sgd's communication share >= 50%) "
+                                    "only when compute per step passes 0.809x = 162 ms (below nominal 1x = 200 ms")
+    assert "at the nominal point it does not (communication is 45% of allreduce_sgd's epoch time (< 50%)" \
+        in row["reason"] and "measured 0.5 [0.5, 0.5], its interval alone: reproduced" in row["reason"]
+    assert _passes_at(row["reason"], "compute per step") == pytest.approx(0.80945, abs=1e-4)
+    assert _passes_at(row["reason"], "bandwidth efficiency") == pytest.approx(0.80885, abs=1e-4)
+    assert _passes_at(row["reason"], "background load") == pytest.approx(0.19115, abs=1e-4)
+    assert row["sensitivity"].startswith("mechanism: the setting shows the mechanism") and "; verdict: " in row["sensitivity"]
+    # the straggler claims' gate: AR's compute share without straggler 35 % < 40 % passes where
+    # 0.35 s(p) / 0.524781 >= 0.4, s(p) >= 0.599750: k C / (k C + R) -> k >= 0.181113 x 0.59975 /
+    # 0.40025 / 0.2 = 1.35694 (271 ms); overlap o: 0.2 / (0.381113 - 0.133333 o) >= 0.59975 -> o >= 0.357297
+    row = _gated_row("compute_share", 0.4, compute=0.35, straggler="slow1x4")
+    assert row["status"] == "inconclusive" and "only when compute per step passes 1.36x = 271 ms" in row["reason"]
+    assert _passes_at(row["reason"], "compute per step") == pytest.approx(1.35694, abs=1e-4)
+    assert _passes_at(row["reason"], "AR/backward overlap") == pytest.approx(0.357297, abs=1e-4)
+
+
+def test_a_gate_passing_at_the_nominal_point_but_failing_inside_the_ranges_is_at_most_inconclusive():
+    # (b) 45 % >= 40 % at the nominal point; fails where s(p) < 0.4 x 0.475219 / 0.45 = 0.422417:
+    # compute k > 0.181113 x 1.367332 / 0.2 = 1.23821; overlap o: (R - 0.133333 o) / (0.2 + R -
+    # 0.133333 o) < 0.422417 -> o > (0.181113 - 0.146272) / 0.133333 = 0.261308
+    row = _gated_row("comm_share", 0.4)
+    assert row["status"] == "inconclusive"
+    assert row["reason"].startswith("reproduced at the nominal parameters, but the setting stops showing the "
+                                    "mechanism (allreduce_sgd's communication share >= 40%) when compute per step passes")
+    assert _passes_at(row["reason"], "compute per step") == pytest.approx(1.23821, abs=1e-4)
+    assert _passes_at(row["reason"], "AR/backward overlap") == pytest.approx(0.261308, abs=1e-4)
+    # a gate that holds across the ranges (45 % >= 10 % everywhere: at full overlap 18 %) changes nothing
+    held = _gated_row("comm_share", 0.1)
+    assert (held["status"], held["sensitivity"]) == ("reproduced", sens.HOLDS)
+
+
+def test_a_gate_failing_across_the_ranges_stays_not_comparable():
+    # (c) 45 % < 90 %: would need s(p) >= 0.950438; the most one parameter gives is background load's
+    # high end, R(0.75) = 14 (50e-6 + 0.0515464) = 0.722350, s = 0.783155 -> 0.45 x 0.783155 / 0.475219
+    # = 74 % (efficiency 0.3: R = 0.602074, s = 0.750642, 71 %)
+    row = _gated_row("comm_share", 0.9)
+    assert row["status"] == "not comparable"
+    assert row["reason"].startswith("the setting cannot show the mechanism: communication is 45% of allreduce_sgd's")
+    assert row["reason"].endswith("the setting shows the mechanism nowhere in the ranges (one parameter at a time): "
+                                  "allreduce_sgd's communication share reaches at most 74% (at background load "
+                                  "0.75), below 90%")
+    assert row["sensitivity"].startswith("mechanism: the setting shows the mechanism nowhere")
+    # a real-rank claim's gate is a measurement: not swept
+    real = {"experiments": {"realx": {**CONFIG["experiments"]["realx"], "nodes": [8], "stragglers": ["none"],
+                                      "seeds": [1, 2]}}, "launcher": {"kind": "local"}}
+    c = {**_claim("sgp_1peer", "allreduce_sgd", "realx"), "paper": "p", "statement": "s",
+         "mechanism": {"text": "t", "requires": [{"check": "comm_share", "side": "b", "min": 0.5}]}}
+    runs = pd.DataFrame([(m, 8, "none", s, 1.0, 0.45) for m in ("sgp_1peer", "allreduce_sgd") for s in (1, 2)],
+                        columns=["method", "nodes", "straggler", "seed", "time_per_epoch_s", "bd_comm_s"])
+    [r] = wfclaims.evaluate_claim(c, real, {"realx": runs}, {}, {})
+    assert r["status"] == "not comparable" and "nowhere" not in r["reason"] and r["sensitivity"] == ""

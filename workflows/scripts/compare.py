@@ -17,7 +17,7 @@ results = claims.evaluate(published, config, runs, failed)
 summary = claims.summarize(results)
 write_atomic(results, Path(sm.output.claims))
 write_atomic(summary, Path(sm.output.summary))
-write_atomic(claims.sensitivity_table(published, config, results), Path(sm.output.sensitivity))
+write_atomic(claims.sensitivity_table(published, config, results, runs), Path(sm.output.sensitivity))
 for out in sm.output.per_paper:
     write_atomic(results[results["paper"] == Path(out).stem], Path(out))
 for out in sm.output.numbers:

@@ -17,7 +17,10 @@ pass region (``expect`` with its tolerance, :func:`pass_region`):
 * ``not comparable``: the setting cannot show the claim's mechanism (:mod:`distrepro_wf.claims.mechanisms`:
   e.g. "communication is 3 % of AR-SGD's epoch time", "compute is 19 % of the step, a straggler
   cannot matter", "1-peer SGP averages exactly at n=2"; the measured value is in the reason, not
-  judged), the experiment, method or setting was not run, every run failed
+  judged; on a simulated setting a share gate is also swept through the sensitivity ranges,
+  :func:`distrepro_wf.claims.sensitivity.gates`, and only a gate failing across the whole ranges
+  leaves the row here: one that passes somewhere inside makes it inconclusive, :func:`gated`),
+  the experiment, method or setting was not run, every run failed
   ("every run failed: ... (seed 1: diverged: ...)"), no run completed, the metric is missing
   (e.g. a final accuracy never logged), a ratio's values are not all positive (no log, the
   statistic is undefined), or, for an absolute number, the run's workload / node count differs
@@ -395,12 +398,13 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
             continue
         if c["compare"] == "ratio_vs_control":
             iv = _versus_control(c, config, runs, nodes, straggler, metric)
-        mech = mechanisms.check(c, config, table, nodes, straggler)
-        if mech:
+        mech, gate = mechanism(c, config, table, nodes, straggler)
+        if mech and not (gate and gate.flips):
             ci = f" [{iv.low:.3g}, {iv.high:.3g}]" if iv.method else ""
             why = "" if mech.startswith(mechanisms.PLATFORM_UNKNOWN) else "the setting cannot show the mechanism: "
-            out.append(_row(c, NOT_COMPARABLE, f"{why}{mech} (measured {iv.estimate:.3g}{ci}, not judged)", nodes, straggler,
-                            **seeds, **where))
+            out.append(_row(c, NOT_COMPARABLE, f"{why}{mech} (measured {iv.estimate:.3g}{ci}, not judged)"
+                            + (f"; {gate.text}" if gate else ""), nodes, straggler, **seeds, **where,
+                            sensitivity=f"mechanism: {gate.text}" if gate else ""))
             continue
         a_n, b_n = seeds["seeds_a"], seeds["seeds_b"]
         if not iv.method:
@@ -421,11 +425,51 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
         at_scale = pub.get("value") is not None and (not pub.get("nodes") or nodes in pub["nodes"])
         if pub.get("value") is not None and not at_scale:
             notes.append(f"no gap: the published value is for {', '.join(map(str, pub['nodes']))} nodes")
-        out.append(_row(c, status, "; ".join(notes), nodes, straggler,
-                        provisional="yes" if provisional else "", measured=iv.estimate, ci_low=iv.low,
-                        ci_high=iv.high, interval=iv.method, df=iv.df, p_a_beats_b=iv.p_a_beats_b, wins=iv.wins,
-                        p_pass=p_pass, gap=iv.estimate - pub["value"] if at_scale else math.nan, **seeds, **where))
+        out.append(gated(_row(c, status, "; ".join(notes), nodes, straggler,
+                              provisional="yes" if provisional else "", measured=iv.estimate, ci_low=iv.low,
+                              ci_high=iv.high, interval=iv.method, df=iv.df, p_a_beats_b=iv.p_a_beats_b, wins=iv.wins,
+                              p_pass=p_pass, gap=iv.estimate - pub["value"] if at_scale else math.nan, **seeds,
+                              **where), mech, gate))
     return out
+
+
+def mechanism(c: dict[str, Any], config: dict[str, Any], table: pd.DataFrame, nodes: int,
+              straggler: str) -> tuple[str, Any]:
+    """(every failed mechanism check's reason at the nominal point, '' when none; the share gates
+    swept through the sensitivity ranges, :func:`distrepro_wf.claims.sensitivity.gates`, or None)."""
+    from . import sensitivity  # noqa: PLC0415
+
+    outs = mechanisms.outcomes(c, config, table, nodes, straggler)
+    return "; ".join(o.reason for o in outs if o.reason), sensitivity.gates(c, config, outs, nodes)
+
+
+#: the key a judged row carries its flipping mechanism gate under until :func:`label_row` reads it
+GATE = "_gate"
+
+
+def gated(row: dict[str, Any], mech: str, gate: Any) -> dict[str, Any]:
+    """A judged row whose mechanism gate flips inside the sensitivity ranges, at most inconclusive:
+    (a) the gate fails at the nominal point (``mech``) but passes somewhere inside the ranges: the
+    setting shows the mechanism only there, so the row is inconclusive, whatever its interval
+    says (the reason says where, why not at the nominal point, the measured value and the
+    interval's verdict); (b) it passes at the nominal point but fails somewhere: a reproduced
+    or not reproduced row becomes inconclusive.  A gate failing throughout never gets here (not
+    comparable)."""
+    if gate is None or not gate.flips:
+        return row
+    row[GATE] = gate
+    st = row["status"]
+    if mech:
+        m, lo, hi = row["measured"], row["ci_low"], row["ci_high"]
+        est = "undefined" if math.isnan(m) else f"{m:.3g}" + (f" [{lo:.3g}, {hi:.3g}]" if not math.isnan(lo) else "")
+        head = f"{gate.text} ({mech}; measured {est}, its interval alone: {st}): at most inconclusive"
+    elif st in (REPRODUCED, NOT_REPRODUCED):
+        head = f"{st} at the nominal parameters, but {gate.text}: at most inconclusive"
+    else:
+        return row
+    row["reason"] = "; ".join(x for x in (head, row["reason"]) if x)
+    row["status"] = INCONCLUSIVE
+    return row
 
 
 def _versus_control(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.DataFrame], nodes: int,
@@ -680,11 +724,12 @@ def _censored_row(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.
         return _row(c, NOT_COMPARABLE, "; ".join(problems + notes), nodes, straggler, **seeds, **where)
     status, f, why = censored_judgement(c["expect"], *data["a"], *data["b"], names=side_names(c))
     km = {k: f[k] for k in TTA_KM}
-    mech = mechanisms.check(c, config, table, nodes, straggler)
-    if mech:
+    mech, gate = mechanism(c, config, table, nodes, straggler)
+    if mech and not (gate and gate.flips):
         est = "undefined" if math.isnan(f["measured"]) else f"{f['measured']:.3g}"
         return _row(c, NOT_COMPARABLE, f"the setting cannot show the mechanism: {mech} (measured {est}; {why}; "
-                                       "not judged)", nodes, straggler, **seeds, **where, **km)
+                                       "not judged)" + (f"; {gate.text}" if gate else ""), nodes, straggler,
+                    **seeds, **where, **km, sensitivity=f"mechanism: {gate.text}" if gate else "")
     iv = f["iv"]
     if iv is not None and not iv.method:
         notes.insert(0, "no interval: one seed a side")
@@ -699,10 +744,10 @@ def _censored_row(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.
     at_scale = pub.get("value") is not None and (not pub.get("nodes") or nodes in pub["nodes"])
     if pub.get("value") is not None and not at_scale:
         notes.append(f"no gap: the published value is for {', '.join(map(str, pub['nodes']))} nodes")
-    return _row(c, status, "; ".join(notes), nodes, straggler, provisional="yes" if provisional else "",
-                measured=f["measured"], ci_low=f["ci_low"], ci_high=f["ci_high"], interval=f["interval"], df=f["df"],
-                p_a_beats_b=f["p_a_beats_b"], wins=f["wins"], p_pass=p_pass,
-                gap=f["measured"] - pub["value"] if at_scale else math.nan, **seeds, **where, **km)
+    return gated(_row(c, status, "; ".join(notes), nodes, straggler, provisional="yes" if provisional else "",
+                      measured=f["measured"], ci_low=f["ci_low"], ci_high=f["ci_high"], interval=f["interval"],
+                      df=f["df"], p_a_beats_b=f["p_a_beats_b"], wins=f["wins"], p_pass=p_pass,
+                      gap=f["measured"] - pub["value"] if at_scale else math.nan, **seeds, **where, **km), mech, gate)
 
 
 def evaluate(published: Published, config: dict[str, Any], runs: dict[str, pd.DataFrame],
@@ -757,6 +802,7 @@ def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) ->
     ``sensitivity`` (:mod:`distrepro_wf.claims.sensitivity`): a verdict that flips inside the declared
     ranges becomes inconclusive; a published value built on a row a platform parameter was fitted
     on is moved to ``published_fitted`` and not shown as the published value."""
+    gate = row.pop(GATE, None)
     where, how = runs_on(config, c["experiment"])
     row["runs_on"] = where
     if c["metric"] in SPEED_METRICS and where:
@@ -773,12 +819,16 @@ def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) ->
     from . import sensitivity  # noqa: PLC0415
 
     ctl = _control_setting(c, config, int(row["nodes"]), str(row["straggler"])) if c.get("control") else None
-    res = sensitivity.analyse(row, c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl)
+    res = sensitivity.analyse(row, c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl, gate)
     if res is None:
         if c["metric"] in sensitivity.SPEED_METRICS:
             row["sensitivity"] = "not evaluated: no closed form for a side"
+        if gate is not None:
+            row["sensitivity"] = f"mechanism: {gate.text}; verdict: {row['sensitivity'] or 'not evaluated'}"
         return row
     row["closed_form"], row["sensitivity"] = res.closed_form, res.text
+    if gate is not None:  # the mechanism gate flips inside the ranges: it decides the row, shown first
+        row["sensitivity"] = f"mechanism: {gate.text}; verdict: {res.text}"
     judged_by_interval = verdict(row["ci_low"], row["ci_high"], c["expect"]) == row["status"]
     if res.flips and row["status"] in (REPRODUCED, NOT_REPRODUCED) and judged_by_interval:
         row["reason"] = "; ".join(x for x in (f"{row['status']} at the nominal parameters, but the verdict "
@@ -832,13 +882,16 @@ def read_tables(tables_dir: Path, experiments: Iterable[str]) -> tuple[dict[str,
 
 #: columns of results/tables/sensitivity.csv (one row per claim x setting x parameter)
 SENSITIVITY_COLUMNS = ["claim", "nodes", "straggler", "measured", "closed_form", "pass_low", "pass_high", "parameter",
-                       "label", "low", "high", "nominal", "at_low", "at_high", "min", "max", "flips_at", "reason"]
+                       "label", "low", "high", "nominal", "at_low", "at_high", "min", "max", "flips_at", "gate_at",
+                       "gate_statistic", "reason"]
 
 
-def sensitivity_table(published: Published, config: dict[str, Any], results: pd.DataFrame) -> pd.DataFrame:
+def sensitivity_table(published: Published, config: dict[str, Any], results: pd.DataFrame,
+                      runs: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
     """The tornado figures' data: every simulated speed row of ``results`` (claims.csv) with a
     sensitivity analysis, each parameter's range and the scaled statistic at its ends
-    (:func:`distrepro_wf.claims.sensitivity.analyse`)."""
+    (:func:`distrepro_wf.claims.sensitivity.analyse`); with the ``runs`` tables, where a row's
+    mechanism gate flips (``gate_at``, :func:`distrepro_wf.claims.sensitivity.gates`)."""
     from . import sensitivity  # noqa: PLC0415
 
     by_id = {c["id"]: c for c in published.claims}
@@ -848,8 +901,12 @@ def sensitivity_table(published: Published, config: dict[str, Any], results: pd.
         text = r.get("sensitivity")
         if c is None or not isinstance(text, str) or not text or text.startswith("not evaluated"):
             continue
+        gate = None
+        if runs is not None and text.startswith("mechanism: "):
+            gate = mechanism(c, config, runs.get(c["experiment"], pd.DataFrame()), int(r["nodes"]),
+                             str(r["straggler"]))[1]
         ctl = _control_setting(c, config, int(r["nodes"]), str(r["straggler"])) if c.get("control") else None
-        res = sensitivity.analyse(r.to_dict(), c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl)
+        res = sensitivity.analyse(r.to_dict(), c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl, gate)
         for t in res.tornado if res else []:
             rows.append({"claim": r["claim"], "nodes": int(r["nodes"]), "straggler": r["straggler"],
                          "measured": r["measured"], "closed_form": res.closed_form, "pass_low": r["pass_low"],

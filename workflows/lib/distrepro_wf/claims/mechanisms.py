@@ -46,11 +46,16 @@ and names the side that fails:
     about the paper's cluster: "platform unknown: shared_hpc's uplink_gbps = 10, background_load
     = 0.5, burst_mb = 64 have no source", followed by ``needs`` (the values that would give the
     published effect, from a sweep recorded beside the claim).
+
+The two share checks (``comm_share``, ``compute_share``) measure a share of the step that the
+model's uncertain parameters move.  On a simulated setting they are also swept through the
+declared ranges (:func:`distrepro_wf.claims.sensitivity.gates`): :func:`outcomes` gives each
+check's measured share for that.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import pandas as pd
 
@@ -98,9 +103,37 @@ def _network(s: "Setting", **_: Any) -> str:
     return ""
 
 
+def comm_share(s: "Setting", side: str) -> tuple[float, str]:
+    """(the side's measured communication share of its epoch at the setting (NaN: no breakdown),
+    the straggler setting it was measured at)."""
+    return _share(s.side_rows(side), "bd_comm_s", "comm_s_per_epoch"), s.sel(side).get("straggler", s.straggler)
+
+
+def _compute_rows(s: "Setting", side: str) -> tuple[pd.DataFrame, str]:
+    sel = s.sel(side)
+    rows = _rows(s.table, sel["method"], sel.get("nodes", s.nodes), "none")
+    if rows.empty:
+        return s.side_rows(side), "at this setting"
+    return rows, "without straggler"
+
+
+def compute_share(s: "Setting", side: str) -> tuple[float, str]:
+    """(the side's measured compute share of its epoch without straggler (its runs at ``none``;
+    at the setting where it has none there; NaN: no breakdown), the straggler setting it was
+    measured at)."""
+    rows, where = _compute_rows(s, side)
+    at = "none" if where == "without straggler" else s.sel(side).get("straggler", s.straggler)
+    return _share(rows, "bd_compute_s", "compute_s_per_epoch"), at
+
+
+#: the checks that test a share of a side's step, with the function that measures it
+SHARES: dict[str, Callable[["Setting", str], tuple[float, str]]] = {"comm_share": comm_share,
+                                                                     "compute_share": compute_share}
+
+
 @_check("comm_share")
 def _comm_share(s: "Setting", side: str, min: float, **_: Any) -> str:  # noqa: A002  (the YAML key)
-    share = _share(s.side_rows(side), "bd_comm_s", "comm_s_per_epoch")
+    share = comm_share(s, side)[0]
     if share != share:
         return f"no time breakdown for {s.sel(side)['method']}: cannot tell whether the network matters"
     if share < min:
@@ -112,10 +145,7 @@ def _comm_share(s: "Setting", side: str, min: float, **_: Any) -> str:  # noqa: 
 @_check("compute_share")
 def _compute_share(s: "Setting", side: str, min: float, **_: Any) -> str:  # noqa: A002
     sel = s.sel(side)
-    rows = _rows(s.table, sel["method"], sel.get("nodes", s.nodes), "none")
-    where = "without straggler"
-    if rows.empty:
-        rows, where = s.side_rows(side), "at this setting"
+    rows, where = _compute_rows(s, side)
     share = _share(rows, "bd_compute_s", "compute_s_per_epoch")
     if share != share:
         return f"no time breakdown for {sel['method']}: cannot tell whether a straggler can matter"
@@ -202,12 +232,31 @@ class Setting:
         return _rows(self.table, sel["method"], sel.get("nodes", self.nodes), sel.get("straggler", self.straggler))
 
 
-def check(claim: dict[str, Any], config: dict[str, Any], table: pd.DataFrame, nodes: int, straggler: str) -> str:
-    """'' when the setting exercises the claim's mechanism, else every failed check's reason."""
+class Outcome(NamedTuple):
+    """One check of one side at a setting."""
+
+    check: str  # the check's name (CHECKS)
+    side: str | None  # "a" / "b" (a check of both sides gives one outcome per side), None: the setting's
+    args: dict[str, Any]  # the check's arguments from claims.yaml (min, ...)
+    reason: str  # "" when it passes, else why the setting cannot show the mechanism
+    share: float  # a share check's measured share (SHARES), NaN for the others
+    straggler: str | None  # the straggler setting a share was measured at (compute: "none"), None for the others
+
+
+def outcomes(claim: dict[str, Any], config: dict[str, Any], table: pd.DataFrame, nodes: int,
+             straggler: str) -> list[Outcome]:
+    """Every check of the claim's ``mechanism.requires`` at one setting, one per side."""
     s = Setting(claim, config, table, nodes, straggler)
-    reasons = []
+    out = []
     for r in (claim.get("mechanism") or {}).get("requires", []):
         args = {k: v for k, v in r.items() if k != "check"}
         for side in (("a", "b") if args.get("side") == "both" else (args.get("side"),)):
-            reasons.append(CHECKS[r["check"]](s, **{**args, **({"side": side} if side else {})}))
-    return "; ".join(r for r in reasons if r)
+            reason = CHECKS[r["check"]](s, **{**args, **({"side": side} if side else {})})
+            share, at = SHARES[r["check"]](s, side) if r["check"] in SHARES else (float("nan"), None)
+            out.append(Outcome(r["check"], side, args, reason, share, at))
+    return out
+
+
+def check(claim: dict[str, Any], config: dict[str, Any], table: pd.DataFrame, nodes: int, straggler: str) -> str:
+    """'' when the setting exercises the claim's mechanism, else every failed check's reason."""
+    return "; ".join(o.reason for o in outcomes(claim, config, table, nodes, straggler) if o.reason)

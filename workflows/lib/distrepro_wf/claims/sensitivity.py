@@ -15,7 +15,13 @@ re-evaluated over each range, one parameter at a time, the others at their nomin
    "flips when bandwidth efficiency passes 0.62".  A row whose verdict flips inside the ranges
    is shown at most **inconclusive** (never green, never a firm failure either), the reason says
    where it flips; a row that holds says "holds across the ranges".
-4. a time-to-target row without a simulated ratio (a side's runs did not all reach the target,
+4. the claim's mechanism gates that test a share of the step (``comm_share``,
+   ``compute_share``, :mod:`distrepro_wf.claims.mechanisms`) go through the same ranges
+   (:func:`gates`): a gate failing at the nominal point but passing inside the ranges makes the
+   row inconclusive (not "not comparable"), one passing at the nominal point but failing inside
+   makes it at most inconclusive, one failing throughout leaves it not comparable
+   (:func:`distrepro_wf.claims.evaluate.gated`);
+5. a time-to-target row without a simulated ratio (a side's runs did not all reach the target,
    :func:`distrepro_wf.claims.evaluate.censored_verdict`) has nothing to scale; where its verdict rests
    on how many runs reached the target, :func:`reach_text` says whether a timing parameter
    could move it.
@@ -180,11 +186,44 @@ class Result:
     tornado: list[dict[str, Any]]  # per parameter: low/high values and the scaled statistic there
 
 
+def _grid(spec: dict[str, Any], low: float, high: float) -> list[float]:
+    """:data:`GRID` points of a range: geometric for a scale, linear for a value."""
+    if spec["how"] == "scale":
+        return [low * (high / low) ** (i / (GRID - 1)) for i in range(GRID)]
+    return [low + (high - low) * i / (GRID - 1) for i in range(GRID)]
+
+
+def crossings(grid: list[float], nom: float, changed: Callable[[float], bool]) -> list[tuple[float, int]]:
+    """Where ``changed`` first becomes true walking outward from the nominal value ``nom``, in each
+    direction (+1 above, -1 below): the first grid point where it does, then bisection between it and
+    the point before to 40 halvings.  [(value, direction)]."""
+    out = []
+    for direction in (1, -1):
+        path = sorted((v for v in grid if (v - nom) * direction > 0), key=lambda v: abs(v - nom))
+        prev = nom
+        for v in path:
+            if changed(v):
+                a, b = prev, v
+                for _ in range(40):
+                    mid = (a + b) / 2
+                    if changed(mid):
+                        b = mid
+                    else:
+                        a = mid
+                out.append((b, direction))
+                break
+            prev = v
+    return out
+
+
 def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
-            judge: Callable[[float, float], str], control: tuple[str, int, str] | None = None) -> Result | None:
+            judge: Callable[[float, float], str], control: tuple[str, int, str] | None = None,
+            gate: "Gate | None" = None) -> Result | None:
     """Re-evaluate one claim row (``measured``, ``ci_low``, ``ci_high``, ``nodes``, ``straggler``)
     over :data:`RANGES`; ``judge(low, high)`` is the claim's verdict of an interval.  None where
-    the row is not a simulated speed ratio with a closed form on both sides."""
+    the row is not a simulated speed ratio with a closed form on both sides.  With the row's
+    mechanism ``gate`` (:func:`gates`), each tornado entry also carries where the gate flips
+    (``gate_at``) and the statistic there (``gate_statistic``)."""
     if c["metric"] not in SPEED_METRICS:
         return None
     nodes, straggler = int(row["nodes"]), str(row["straggler"])
@@ -209,35 +248,151 @@ def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
     for spec in RANGES:
         make, low, high, nom = _setter(spec, nominal)
         k = lambda v: fn(make(v)) / r0  # noqa: E731
-        grid = ([low * (high / low) ** (i / (GRID - 1)) for i in range(GRID)] if spec["how"] == "scale"
-                else [low + (high - low) * i / (GRID - 1) for i in range(GRID)])
+        grid = _grid(spec, low, high)
         vals = [m * k(v) for v in grid]
         tornado.append({"parameter": spec["name"], "label": spec["label"], "low": low, "high": high, "nominal": nom,
                         "at_low": vals[0], "at_high": vals[-1], "min": min(vals), "max": max(vals),
-                        "reason": spec["reason"], "flips_at": math.nan})
-        # walk outward from the nominal value in both directions; the first change is the flip
-        for direction in (1, -1):
-            path = sorted((v for v in grid if (v - nom) * direction > 0), key=lambda v: abs(v - nom))
-            prev = nom
-            for v in path:
-                if judge(lo * k(v), hi * k(v)) != base:
-                    a, b = prev, v
-                    for _ in range(40):
-                        mid = (a + b) / 2
-                        if judge(lo * k(mid), hi * k(mid)) != base:
-                            b = mid
-                        else:
-                            a = mid
-                    flips.append((spec, b, direction, judge(lo * k(b), hi * k(b))))
-                    if math.isnan(tornado[-1]["flips_at"]):
-                        tornado[-1]["flips_at"] = b
-                    break
-                prev = v
+                        "reason": spec["reason"], "flips_at": math.nan, "gate_at": math.nan,
+                        "gate_statistic": math.nan})
+        for b, direction in crossings(grid, nom, lambda v: judge(lo * k(v), hi * k(v)) != base):
+            flips.append((spec, b, direction, judge(lo * k(b), hi * k(b))))
+            if math.isnan(tornado[-1]["flips_at"]):
+                tornado[-1]["flips_at"] = b
+        at = gate.tornado.get(spec["name"], math.nan) if gate is not None else math.nan
+        tornado[-1].update(gate_at=at, gate_statistic=m * k(at) if math.isfinite(at) else math.nan)
     if not flips:
         return Result(r0, HOLDS, False, tornado)
     text = "; ".join(f"flips to {to} when {s['label']} passes {_fmt(s, v)} ({'above' if d > 0 else 'below'} "
                      f"nominal {_fmt(s, _setter(s, nominal)[3])})" for s, v, d, to in flips)
     return Result(r0, text, True, tornado)
+
+
+# ------------------------------------------------------------------ the mechanism gates through the ranges
+
+def share_s(check: str, algorithm: str, p: cf.Point, peers: int = 1, **opts: Any) -> float | None:
+    """A mechanism gate's share of one step in closed form (:data:`distrepro_wf.claims.mechanisms.SHARES`):
+    ``compute_share`` = ``C / T`` (the mean compute over the step time), ``comm_share`` = ``(T -
+    T_free) / T`` with ``T_free`` the step on a free network (infinite bandwidth, no latency, no
+    per-message overhead): the communication the step waits for, what is not hidden.  None without
+    a closed form."""
+    t = cf.step_s(algorithm, p, peers, **opts)
+    if t is None or not t > 0:
+        return None
+    if check == "compute_share":
+        return p.compute_s / t
+    free = p.with_(bandwidth=math.inf, uplink_bandwidth=math.inf, latency_s=0.0, msg_overhead_s=0.0)
+    t_free = cf.step_s(algorithm, free, peers, **opts)
+    return None if t_free is None else max(0.0, t - t_free) / t
+
+
+@dataclass
+class Gate:
+    """A simulated setting's share gates swept through :data:`RANGES` (:func:`gates`)."""
+
+    nominal_pass: bool  # every share gate passes at the nominal point (as measured)
+    flips: list[tuple[dict[str, Any], float, int]]  # (range, value, direction) where that changes
+    text: str  # "the setting shows the mechanism only when ..." / "... stops showing ..." / "... nowhere ..."
+    tornado: dict[str, float]  # parameter name -> the first value where the gates flip
+
+
+def _gate_share(c: dict[str, Any], config: dict[str, Any], o: Any, nodes: int
+                ) -> tuple[Callable[[Callable[[cf.Point], cf.Point]], float], cf.Point, str] | None:
+    """``perturb -> scaled share`` of one share outcome (:class:`distrepro_wf.claims.mechanisms.Outcome`),
+    its nominal point and what it measures in words; None where its side has no closed form."""
+    sel = {k: v for k, v in c[o.side].items() if k != "straggler"}
+    side = _side(config, c["experiment"], sel, nodes, str(o.straggler))
+    if side is None or not math.isfinite(o.share):
+        return None
+    p, alg, peers, opts = side
+    s0 = share_s(o.check, alg, p, peers, **opts)
+    if not s0 or s0 <= 0:  # nothing to scale (e.g. an exchange the closed form hides entirely)
+        return None
+    what = f"{sel['method']}'s {'compute' if o.check == 'compute_share' else 'communication'} share"
+    return (lambda f: min(1.0, o.share * (share_s(o.check, alg, f(p), peers, **opts) or 0.0) / s0)), p, what
+
+
+def gates(c: dict[str, Any], config: dict[str, Any], outcomes: list[Any], nodes: int) -> Gate | None:
+    """The claim's share gates (``comm_share``, ``compute_share``) at one simulated setting,
+    re-evaluated through :data:`RANGES` the way :func:`analyse` re-evaluates the verdict:
+
+    1. each gate's measured share (``outcomes``: :func:`distrepro_wf.claims.mechanisms.outcomes`) is
+       scaled by its closed form's change, ``m x s(p) / s0`` (:func:`share_s`; capped at 1), i.e.
+       the measured compute (or communication) scaled by the closed form's over the measured step
+       scaled by the closed form's;
+    2. one parameter at a time, the others nominal, the ranges are walked outward from the nominal
+       value; where "every gate passes" changes, the point is found by bisection (:func:`crossings`);
+    3. the result (:class:`Gate`): a setting that fails at the nominal point but passes somewhere
+       inside the ranges shows the mechanism only there; one that passes at the nominal point but
+       fails somewhere stops showing it there; one that fails everywhere shows it nowhere.
+
+    None where there is nothing to sweep: no share gate, a check that is not a share fails (the
+    setting is refused whatever the parameters: e.g. no network, platform unknown), or a failing
+    gate's side has no closed form (not simulated, a profile measured at run time, a method
+    without one).  A passing gate without a closed form is taken to pass throughout."""
+    from .mechanisms import SHARES  # noqa: PLC0415
+
+    shares = [o for o in outcomes if o.check in SHARES]
+    if not shares or any(o.reason for o in outcomes if o.check not in SHARES):
+        return None
+    swept = []
+    for o in shares:
+        g = _gate_share(c, config, o, nodes)
+        if g is None:
+            if o.reason:
+                return None
+            continue
+        swept.append((o, *g))
+    if not swept:
+        return None
+    nominal = swept[0][2]
+    state = lambda f: tuple(fn(f) >= o.args["min"] for o, fn, _, _ in swept)  # noqa: E731
+    base = all(not o.reason for o in shares)
+    flips, first, best = [], {}, {}
+    for spec in RANGES:
+        make, low, high, nom = _setter(spec, nominal)
+        grid = _grid(spec, low, high)
+        for v in grid:  # the highest share each failing gate reaches, and where
+            for o, fn, _, what in swept:
+                x = fn(make(v))
+                if o.reason and x > best.get(what, (-1.0,))[0]:
+                    best[what] = (x, spec, v, o.args["min"])
+        for b, direction in crossings(grid, nom, lambda v: all(state(make(v))) != base):
+            flips.append((spec, b, direction))
+            first.setdefault(spec["name"], b)
+    if not flips:
+        if base:
+            return Gate(True, [], "the setting shows the mechanism across the ranges", {})
+        parts = [f"{what} reaches at most {x:.0%} (at {s['label']} {_fmt_abs(s, v, nominal)}), below {lo:.0%}"
+                 for what, (x, s, v, lo) in best.items()]
+        return Gate(False, [], "the setting shows the mechanism nowhere in the ranges (one parameter at a time): "
+                    + "; ".join(parts), {})
+    changed: dict[str, None] = {}  # the gates that change at some flip, in order
+
+    def where(spec: dict[str, Any], v: float, d: int) -> str:
+        make, low, high, nom = _setter(spec, nominal)
+        for (o, _, _, what), was, now in zip(swept, state(lambda p: p), state(make(v))):
+            if was != now:
+                changed[f"{what} >= {o.args['min']:.0%}"] = None
+        return (f"{spec['label']} passes {_fmt_abs(spec, v, nominal)} ({'above' if d > 0 else 'below'} nominal "
+                f"{_fmt_abs(spec, nom, nominal)}; range {_fmt(spec, low)}-{_fmt(spec, high)})")
+
+    places = " or ".join(where(*f) for f in flips)
+    gate = f" ({' and '.join(changed)})" if changed else ""
+    if base:
+        return Gate(True, flips, f"the setting stops showing the mechanism{gate} when {places}", first)
+    return Gate(False, flips, f"the setting shows the mechanism{gate} only when {places}; at the nominal point it "
+                "does not", first)
+
+
+def _fmt_abs(spec: dict[str, Any], v: float, nominal: cf.Point) -> str:
+    """A range value with its absolute value where it is a scale: '3x = 269 ms'."""
+    if spec["how"] != "scale":
+        return _fmt(spec, v)
+    unit = {"compute_s": (1e3, "ms"), "latency_s": (1e6, "us"), "stage_bandwidth": (1e-9, "GB/s")}.get(spec["name"])
+    base = getattr(nominal, spec["name"], math.nan)
+    if unit is None or not math.isfinite(base):
+        return _fmt(spec, v)
+    return f"{v:.3g}x = {v * base * unit[0]:.3g} {unit[1]}"
 
 
 #: methods whose trajectory (staleness, so steps to a target) depends on timing: the rest take the

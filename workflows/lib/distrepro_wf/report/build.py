@@ -98,6 +98,16 @@ def split_counts(summary: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def not_run(summary: pd.DataFrame, commands: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """The claims this config does not run (their experiment is not in it: neither real nor
+    simulated, so in neither of :func:`split_counts`' counts), with the config files that do
+    (``commands``: experiment -> (config file, command)); "not comparable" rows naming that file."""
+    where = summary["runs_on"].fillna("") if "runs_on" in summary else pd.Series("", index=summary.index)
+    sel = summary[~where.isin(("real", "simulated"))]
+    files = sorted({commands.get(e, ("", ""))[0] for e in sel["experiment"]} - {""})
+    return {"n": len(sel), "files": files}
+
+
 def _html_table(df: pd.DataFrame, cls: str = "table") -> str:
     if df.empty:
         return "<p><em>none</em></p>"
@@ -428,7 +438,7 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
                                       if c in failed_df]]) if len(failed_df) else "",
         missing=missing.to_dict("records"), no_runs=no_runs, absent=_html_table(absent) if len(absent) else "",
         totals=summary["shown"].value_counts().to_dict(), n_claims=len(summary),
-        split=split_counts(summary),
+        split=split_counts(summary), not_run=not_run(summary, commands),
         n_numbers=len(published.numbers), n_verified=int((published.numbers["verified"] == "yes").sum()),
         provenance=_html_table(pd.concat(prov).drop_duplicates()) if prov else "<p><em>no runs</em></p>",
         tables=csv_links(tables_dir, experiments, out_dir),

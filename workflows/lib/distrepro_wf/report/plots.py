@@ -473,8 +473,11 @@ def tornado(table: pd.DataFrame, path: Path, title: str = "") -> None:
     """One claim's sensitivity (``results/tables/sensitivity.csv`` rows of that claim): per
     setting, each uncertain parameter's bar from the statistic at the low end of its range to the
     high end (the simulated value scaled by the closed form, :mod:`distrepro_wf.claims.sensitivity`), the
-    simulated value as a line, the pass region shaded, a flip point as a red tick.  Only drawn for
-    a claim with rows (the caller skips the others)."""
+    simulated value as a line, the pass region shaded, a flip point as a red tick; where the
+    claim's mechanism gate flips inside a range (``gate_at``: the setting starts or stops showing
+    the mechanism there, :func:`distrepro_wf.claims.sensitivity.gates`), the statistic at that
+    point as an orange diamond and the value in the label.  Only drawn for a claim with rows (the
+    caller skips the others)."""
     settings = list(table.groupby(["nodes", "straggler"], sort=True))
     fig, axes = _plt().subplots(len(settings), 1, figsize=(7.5, 0.45 * len(table)
                                                          + 1.2 * len(settings)), squeeze=False)
@@ -486,6 +489,10 @@ def tornado(table: pd.DataFrame, path: Path, title: str = "") -> None:
             ax.barh(y, r["max"] - r["min"], left=r["min"], color="#8fb3d9", height=0.6)
             ax.plot([r["at_low"]], [y], marker="<", color="#335", ms=5, ls="none")
             ax.plot([r["at_high"]], [y], marker=">", color="#335", ms=5, ls="none")
+            if np.isfinite(r.get("gate_statistic", np.nan)):
+                first = "mechanism gate flips" not in ax.get_legend_handles_labels()[1]
+                ax.plot([r["gate_statistic"]], [y], marker="D", color="#e07b00", ms=5, ls="none",
+                        label="mechanism gate flips" if first else None)
         lo_all = min(g["min"].min(), m) * 0.95
         hi_all = max(g["max"].max(), m) * 1.05
         plo, phi = float(g["pass_low"].iloc[0]), float(g["pass_high"].iloc[0])
@@ -493,6 +500,7 @@ def tornado(table: pd.DataFrame, path: Path, title: str = "") -> None:
         ax.axvline(m, color="black", lw=1, label=f"simulated {m:.3g}")
         ax.set_yticks(ys, [f"{r['label']} [{r['low']:.3g}, {r['high']:.3g}]"
                            + (f"  flips at {r['flips_at']:.3g}" if np.isfinite(r["flips_at"]) else "")
+                           + (f"  gate at {r['gate_at']:.3g}" if np.isfinite(r.get("gate_at", np.nan)) else "")
                            for _, r in g.iterrows()], fontsize=7)
         ax.set_xlim(lo_all, hi_all)
         ax.set_title(f"n={int(n)}, {st}: statistic (a/b) over each parameter's range, others nominal", fontsize=8)

@@ -193,3 +193,56 @@ def test_allreduce_efficiency_fits_and_paper_rows():
     assert simbench.paper_row(above, 100.0, "ms", 400.0, "prediction", "-", None, "")["within_25pct"] is True
     assert simbench.paper_row(above, 100.0, "ms", 70.0, "prediction", "-", None, "")["within_25pct"] is False
     assert simbench.paper_row(pub, 100.0, "ms", None, "not simulated", "-", None, "")["ratio"] is None
+
+
+def test_msg_efficiency_fit_inverts_on_a_real_simulation(tmp_path):
+    """The every-message bandwidth efficiency (the platform's nic_gbps x e, as the sensitivity sweep
+    sets it) fitted by simulation on a row: a simulation at the fitted value gives the row within
+    FIT_TOL (0.5 %).  4 nodes of 1-peer SGP, 10 ms compute, a 10 MB model: one message per step,
+    10e6 / 1.154762 GB/s = 8.66 ms at line rate (by hand); a 30 ms row leaves that message
+    ~20 ms more, e ~ 8.66 / 28 ~ 0.3, the bracket below."""
+    log = tmp_path / "log"
+    wl = simbench.merged(simbench.TINY_WORKLOAD, {"max_steps_per_epoch": 3})
+    prof = {"name": "fixed", "step_ms": 10, "model_mb": 10}
+
+    def step(e, tag):
+        cfg = simbench.sim_config(simbench.SGP_1PEER, 4, wl, "ethernet_10g", prof)
+        cfg = simbench.with_msg_efficiency(cfg, e)
+        assert cfg["platform"] == ("ethernet_10g" if e == 1 else {"name": "ethernet_10g", "nic_gbps": 10 * e})
+        _, out = simbench.simulate(cfg, tmp_path / tag, log)
+        return sum(simbench.after_warmup(simbench.step_times(out), skip=1)) / 8 * 1e3  # 4 ranks x 2 steps
+
+    assert simbench.message_ms(10e6) == pytest.approx(8.66, abs=0.01)
+    s1 = step(1.0, "line")
+    assert 18.66 < s1 < 25.0  # compute + the line-rate message + op costs
+    calls = []
+    e, got, n = simbench.fit_by_simulation(30.0, lambda e: calls.append(e) or step(e, f"fit{len(calls)}"), s1,
+                                           simbench.message_ms(10e6))
+    assert 0.25 < e < 0.45 and n == len(calls) <= 3 and calls[-1] == e
+    assert got == pytest.approx(30.0, rel=simbench.FIT_TOL)  # the last simulation: at the fitted e
+
+
+def test_msg_efficiency_rows_fitted_and_predicted():
+    """SlowMo 2a's SGP row is the one the every-message efficiency is fitted on (FITTED_ROWS, role
+    fitted, never judged); the other gossip rows are predictions that carry the value; an AR row
+    carries allreduce_efficiency on top, plausible when the product is in 0.3-0.9."""
+    assert simbench.FITTED_ROWS["slowmo_t2a_sgp_tpi"] == "nic_gbps" == simbench.FITTED_ROWS[simbench.MSG_EFF_ROW]
+    assert simbench.msg_efficiency_range() == (0.3, 1.0)
+    row = {"paper": "SlowMo", "location": "Table 2a", "relation": "=", "unit": "ms"}
+    fit = simbench.msg_eff_row({**row, "id": "slowmo_t2a_sgp_tpi", "value": 304.0}, 304.0, "ms", 305.0, 0.455, "")
+    assert fit["role"] == "fitted" and fit["within_25pct"] is None and fit["plausible"] is True
+    assert "msg_efficiency=0.455" in fit["parameters"] and "fitted on this row" in fit["parameters"]
+    osgp = simbench.msg_eff_row({**row, "id": "slowmo_t2a_osgp_tpi", "value": 271.0}, 271.0, "ms", 215.0, 0.455, "")
+    assert osgp["role"] == "prediction" and osgp["within_25pct"] is True and osgp["plausible"] is True
+    assert "msg_efficiency=0.455" in osgp["parameters"] and "fitted on slowmo_t2a_sgp_tpi" in osgp["parameters"]
+    assert simbench.msg_eff_row({**row, "id": "x", "value": 271.0}, 271.0, "ms", 100.0, 0.2, "")["plausible"] is False
+    ar = {**row, "id": "sgp_v1_time_ar_n32", "relation": ">", "value": 5.0}
+    ring = simbench.msg_eff_row(ar, 1274.0, "ms", 1270.0, 0.455, "", allreduce_efficiency=0.32, role="fitted")
+    assert ring["role"] == "fitted" and "allreduce_efficiency=0.320 on top" in ring["parameters"]
+    assert "0.146 of line rate" in ring["parameters"] and ring["plausible"] is False  # 0.455 x 0.32 < 0.3
+    rd = simbench.msg_eff_row(ar, 1274.0, "ms", 1270.0, 0.455, "", allreduce_efficiency=0.79, role="fitted")
+    assert rd["plausible"] is True
+    # the knob is the sensitivity sweep's: nic_gbps x e, allreduce_efficiency kept on top
+    cfg = {"platform": {"name": "ethernet_10g", "allreduce_efficiency": 0.5}, "profile": "resnet50_v100x8"}
+    assert simbench.with_msg_efficiency(cfg, 0.4)["platform"] == {"name": "ethernet_10g", "allreduce_efficiency": 0.5,
+                                                                  "nic_gbps": 4.0}

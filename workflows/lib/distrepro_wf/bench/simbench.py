@@ -12,7 +12,8 @@ Everything that is not a child process is pure and tested (``tests/test_simbench
   time per iteration at 32 nodes on 10 GbE, under the ``resnet50_v100x8`` profile.
 * ``sim_paper_rows.csv`` (:func:`paper_row`, ``scripts/bench_sim_paper_rows.py``): every
   published timing row we hold against its prediction; the rows a platform parameter
-  (``allreduce_efficiency``) was fitted on are marked ``fitted``.
+  (``allreduce_efficiency``; the every-message bandwidth efficiency of :func:`with_msg_efficiency`,
+  fitted on one gossip row by :func:`fit_by_simulation`) was fitted on are marked ``fitted``.
 * ``sim_scale.csv`` (:func:`scale_row`): virtual node-steps per second of this machine.
 * ``sim_vs_real.csv`` (:func:`vs_real_row`): real ranks (torchrun) against the simulated
   backend with the ``measured`` profile, same config otherwise.
@@ -51,7 +52,9 @@ FIVE_MIN_S = 300.0
 #: published rows a platform parameter is fitted on (``sim_paper_rows.csv`` role ``fitted``,
 #: scripts/bench_sim_paper_rows.py): a simulated claim that sets this parameter never shows a row
 #: of it as its published value (:func:`distrepro_wf.claims.evaluate.label_row`)
-FITTED_ROWS = {"slowmo_t2a_ar_tpi": "allreduce_efficiency", "sgp_v1_time_ar_n32": "allreduce_efficiency"}
+FITTED_ROWS = {"slowmo_t2a_ar_tpi": "allreduce_efficiency", "sgp_v1_time_ar_n32": "allreduce_efficiency",
+               # the every-message bandwidth efficiency, as the platform's nic_gbps x e (:func:`with_msg_efficiency`)
+               "slowmo_t2a_sgp_tpi": "nic_gbps"}
 
 SGP_1PEER = {"name": "sgp", "topology": {"name": "exponential", "peers": 1}}
 OSGP_1PEER = {"name": "osgp", "tau": 1, "topology": {"name": "exponential", "peers": 1}}
@@ -488,3 +491,98 @@ def paper_row(pub: Mapping[str, Any], published: float, unit: str, predicted: fl
 
 PAPER_ROWS_COLUMNS = ["id", "paper", "location", "relation", "published", "unit", "predicted", "ratio", "role",
                       "within_25pct", "parameters", "plausible", "note"]
+
+
+# -- the every-message bandwidth efficiency (sim_paper_rows' gossip rows) ---------------------
+#: the gossip row the every-message efficiency is fitted on: SlowMo Table 2a's SGP (304 ms), the
+#: cleanest: non-overlapped (its whole exchange is on the step, unlike OSGP's), one peer, the same
+#: cluster, profile and code base as the AR row (unlike SGP v1's older code and Table 2b's Transformer)
+MSG_EFF_ROW = "slowmo_t2a_sgp_tpi"
+#: a fit by simulation stops when the simulated step is within this share of the published row
+FIT_TOL = 0.005
+
+
+def msg_efficiency_range() -> tuple[float, float]:
+    """The sourced range of the every-message efficiency: the sensitivity analysis's "efficiency"
+    (:data:`distrepro_wf.claims.sensitivity.RANGES`, docs/sim-parameter-sources.md)."""
+    from ..claims.sensitivity import RANGES  # noqa: PLC0415
+
+    r = next(r for r in RANGES if r["name"] == "efficiency")
+    return float(r["low"]), float(r["high"])
+
+
+def with_msg_efficiency(cfg: Mapping[str, Any], e: float) -> dict[str, Any]:
+    """``cfg`` with every message at ``e`` of the NIC's rate: the platform's ``nic_gbps`` (and
+    ``uplink_gbps``) times ``e``, exactly as the sensitivity sweep sets its "efficiency"
+    (:func:`distrepro_wf.claims.sweep.perturb`); ``allreduce_efficiency`` stays, on top of it
+    (an all-reduce's achieved share of the line rate is then the product)."""
+    from ..claims.sweep import perturb  # noqa: PLC0415
+
+    return perturb(copy.deepcopy(dict(cfg)), "efficiency", float(e))
+
+
+def message_ms(model_bytes: float, platform: Any = "ethernet_10g") -> float:
+    """One whole-model message at the platform's line rate (``S / beta``), ms."""
+    from impls.sim.platforms import alpha_beta, platform_config  # noqa: PLC0415
+
+    return model_bytes / alpha_beta(platform_config(platform))[1] * 1e3
+
+
+def allreduce_bandwidth_ms(model_bytes: float, nodes: int, platform: Any = "ethernet_10g",
+                           algorithm: str = "ring") -> float:
+    """The all-reduce's bandwidth term at the platform's line rate, ms (the part
+    ``allreduce_efficiency`` divides: :func:`fit_allreduce_efficiency`)."""
+    from impls.comm.costmodel import allreduce_cost  # noqa: PLC0415
+    from impls.sim.platforms import alpha_beta, platform_config  # noqa: PLC0415
+
+    return allreduce_cost(algorithm, model_bytes, nodes).wire_bytes / alpha_beta(platform_config(platform))[1] * 1e3
+
+
+def fit_by_simulation(published_ms: float, step_at: Any, step_at_1_ms: float, term_ms: float,
+                      tol: float = FIT_TOL, max_sims: int = 6) -> tuple[float, float, int]:
+    """The efficiency ``e`` at which the simulated step ``step_at(e)`` is ``published_ms`` within
+    ``tol``: (e, the simulated step at e, simulations run).
+
+    1. closed form: only a term of ``term_ms`` at line rate grows as 1/e (a gossip step's
+       whole-model message, an all-reduce's bandwidth term), so ``e0 = term / (term + published
+       - step(1))``;
+    2. simulate at ``e``; within ``tol``: done (the last simulation is at the returned ``e``);
+    3. else secant in ``1/e`` through the last two points (the step is close to linear in 1/e:
+       what the closed form leaves out, overlap or op costs, moves it little), back to 2.
+
+    ``e`` > 1 (the row is faster than line rate) is simulated too (a faster NIC), and reported as
+    it is; a step that does not move with ``e`` raises."""
+    e = term_ms / (term_ms + published_ms - step_at_1_ms)
+    pts = [(1.0, float(step_at_1_ms))]
+    for n in range(1, max_sims + 1):
+        if not e > 0:
+            raise ValueError(f"no efficiency gives {published_ms} ms (next guess {e})")
+        pts.append((1.0 / e, float(step_at(e))))
+        if abs(pts[-1][1] / published_ms - 1) <= tol:
+            return e, pts[-1][1], n
+        (x0, s0), (x1, s1) = pts[-2:]
+        if s1 == s0:
+            raise ValueError(f"the simulated step ({s1} ms) does not move with the efficiency")
+        e = 1.0 / (x1 + (published_ms - s1) * (x1 - x0) / (s1 - s0))
+    raise RuntimeError(f"no fit within {tol:.1%} of {published_ms} ms after {max_sims} simulations: {pts}")
+
+
+def msg_eff_row(pub: Mapping[str, Any], published: float, unit: str, predicted: float | None, e: float,
+                note: str, allreduce_efficiency: float | None = None, role: str | None = None) -> dict[str, Any]:
+    """A ``sim_paper_rows.csv`` row of the every-message efficiency model: ``role`` ``fitted`` on the
+    row it was fitted on (:data:`MSG_EFF_ROW`, ``FITTED_ROWS``), else ``prediction`` (or as given:
+    an AR row whose ``allreduce_efficiency`` on top was fitted on it).  ``parameters`` names both
+    values; ``plausible``: ``e`` in :func:`msg_efficiency_range`, and for an all-reduce the product
+    ``e x allreduce_efficiency`` (its achieved share of line rate) in :data:`EFFICIENCY_RANGE`."""
+    if role is None:
+        role = "fitted" if FITTED_ROWS.get(pub["id"]) == "nic_gbps" else "prediction"
+    lo, hi = msg_efficiency_range()
+    origin = "fitted on this row" if pub["id"] == MSG_EFF_ROW else f"fitted on {MSG_EFF_ROW}"
+    text = f"msg_efficiency={e:.3f} (platform nic_gbps x e, every message; {origin}; sourced range {lo}-{hi})"
+    ok = lo <= e <= hi
+    if allreduce_efficiency is not None:
+        a = allreduce_efficiency
+        text += (f", allreduce_efficiency={a:.3f} on top (the all-reduce at {e * a:.3f} of line rate; "
+                 f"range {EFFICIENCY_RANGE[0]}-{EFFICIENCY_RANGE[1]})")
+        ok = ok and a <= 1.0 and EFFICIENCY_RANGE[0] <= e * a <= EFFICIENCY_RANGE[1]
+    return paper_row(pub, published, unit, predicted, role, text, bool(ok), note)

@@ -10,6 +10,14 @@ on (analytic, :func:`simbench.fit_efficiency_overlapped`).  SlowMo Table 2a's AR
 for SlowMo's cluster, whose Table 2b AR row is then a prediction; the SGP v1 abstract's AR
 bound is fitted on its own, side by side, to show which value each paper needs.  Every
 other row is a prediction: within 25 % or not, and the note says why not.
+
+The same rows a second way (the rows whose ``parameters`` begin ``msg_efficiency=``): an
+every-message bandwidth efficiency ``e`` (the platform's ``nic_gbps`` x e, as the sensitivity
+sweep sets its "efficiency"), fitted by simulation on SlowMo Table 2a's SGP row
+(:data:`simbench.MSG_EFF_ROW`, marked ``fitted``), predicts the other gossip rows, and the AR
+rows run with ``allreduce_efficiency`` on top of it (fitted on SGP v1's AR bound; at 1 for
+SlowMo's AR rows, which are then predictions).  The line-rate rows above stay as they were.
+Sources and the reasoning: docs/sim-parameter-sources.md, "Every-message bandwidth efficiency".
 """
 
 import logging
@@ -198,24 +206,27 @@ with tempfile.TemporaryDirectory() as tmp:
                                f"(sourced range {lo}-{hi})"))
     p = pub("sgp_v1_time_sgp_n32")
     v1 = p["value"] * 3600e3 / its
+    need_v1 = msg_ms / (msg_ms + v1 - sgp["time/step_s"])
     rows.append(sb.msg_eff_row(p, v1, "ms", sgp_em, em,
                                f"~1.6 h / {its} iterations (rounded: 1.55-1.65 h is {1.55 * 3600e3 / its:.0f}-"
-                               f"{1.65 * 3600e3 / its:.0f} ms); the same simulation as the fitted row; alone it needs e = {msg_ms:.1f} / ({msg_ms:.1f} + {v1:.0f} - "
-                               f"{sgp['time/step_s']:.1f}) = {msg_ms / (msg_ms + v1 - sgp['time/step_s']):.3f} (closed "
-                               "form): the v1 code gossiped through THD tcp on the CPU, SlowMo's era code through NCCL"))
+                               f"{1.65 * 3600e3 / its:.0f} ms); the same simulation as the fitted row; alone it needs "
+                               f"e = {msg_ms:.1f} / ({msg_ms:.1f} + {v1:.0f} - {sgp['time/step_s']:.1f}) = "
+                               f"{need_v1:.3f} (closed form): the v1 code gossiped through THD tcp on the CPU, "
+                               "SlowMo's era code (1230036) through NCCL over sockets"))
     sgp2b_em = run(tmp, "sgp_t2b_msg", {"name": "sgp", **PEER1}, 8, "transformer_wmt16_v100x8", 1.0, adam,
                    msg_eff=em)
     sgp2b_fp16 = run(tmp, "sgp_t2b_msg_fp16", {"name": "sgp", **PEER1}, 8,
                      {"name": "transformer_wmt16_v100x8", "model_mb": 420.0}, 1.0, adam, msg_eff=em)
     p = pub("slowmo_t2b_sgp_tpi")
     tf_ms = sb.message_ms(TRANSFORMER, spec["platform"])
+    need_2b = tf_ms / (tf_ms + p["value"] - sgp2b["time/step_s"])
     rows.append(sb.msg_eff_row(p, p["value"], "ms", sgp2b_em["time/step_s"], em,
                                f"fp32 parameters gossiped (840 MB: the reference's Transformer SGP script has no "
                                f"--fp16); alone the row needs e = {tf_ms:.0f} / ({tf_ms:.0f} + {p['value']:.0f} - "
-                               f"{sgp2b['time/step_s']:.0f}) = {tf_ms / (tf_ms + p['value'] - sgp2b['time/step_s']):.3f}"
-                               f" (closed form): Table 2b's rows are not on 2a's transport (its AR row too is slower "
-                               f"than published at 2a's efficiency). With fp16 parameters (420 MB, as fairseq's --fp16 "
-                               f"would send) the same e predicts {sgp2b_fp16['time/step_s']:.1f} ms "
+                               f"{sgp2b['time/step_s']:.0f}) = {need_2b:.3f} (closed form): Table 2b's rows are not on "
+                               "2a's transport (its AR row too is slower than published at 2a's efficiency). With "
+                               "fp16 parameters (420 MB: whether SlowMo's runs gossiped fp16 is not known) the same e "
+                               f"predicts {sgp2b_fp16['time/step_s']:.1f} ms "
                                f"({sgp2b_fp16['time/step_s'] / p['value']:.3f} x)"))
     # the AR rows on the same transport: allreduce_efficiency on top of e (the all-reduce's share of line
     # rate is the product); a row slower than the ring at e alone is fitted on top, a faster one needs
@@ -226,8 +237,9 @@ with tempfile.TemporaryDirectory() as tmp:
     top = sb.fit_allreduce_efficiency(p["value"], ar_em["time/step_s"], 32, RN50, plat_em)
     rows.append(sb.msg_eff_row(p, p["value"], "ms", ar_em["time/step_s"], em,
                                f"predicted from the gossip fit alone: the ring at e, allreduce_efficiency 1 on top; "
-                               f"the row would need allreduce_efficiency {top:.3f} on top (closed form with the all-reduce after "
-                               f"backward, approximate: allreduce_sgd here overlaps it, as in the rows above"
+                               f"the row would need allreduce_efficiency {top:.3f} on top (closed form with the "
+                               "all-reduce after backward, approximate: allreduce_sgd here overlaps it, as in the rows "
+                               "above"
                                f"{': > 1, faster than the gossip transport' if top > 1 else ''}; the all-reduce at "
                                f"{em * top:.3f} of line rate; fitted alone: {e2a:.3f})", allreduce_efficiency=1.0))
     p = pub("sgp_v1_time_ar_n32")

@@ -137,6 +137,13 @@ def test_fitted_published_row_is_not_shown_as_published():
     fitted = {**CONFIG, "experiments": {"simx": {**SIM, "platform": {**SIM["platform"], "allreduce_efficiency": 0.4}}}}
     row = wfclaims.label_row(c, fitted, _row("reproduced", .66, .65, .67))
     assert row["published"] is None and "slowmo_t2a_ar_tpi" in row["published_fitted"]
+    # SlowMo 2a's SGP row fits the every-message efficiency as ethernet_10g's nic_gbps x e: a preset's NIC
+    # set away from its 10 Gbit/s hides it; star's nic_gbps (given, no preset value) is no fit (above)
+    eth = {**CONFIG, "experiments": {"simx": {**SIM, "platform": {"name": "ethernet_10g", "nic_gbps": 4.56}}}}
+    row = wfclaims.label_row(c, eth, _row("reproduced", .66, .65, .67))
+    assert row["published"] is None and row["published_fitted"] == "slowmo_t2a_sgp_tpi (platform.nic_gbps fitted on it)"
+    eth = {**CONFIG, "experiments": {"simx": {**SIM, "platform": {"name": "ethernet_10g", "nic_gbps": 10.0}}}}
+    assert wfclaims.label_row(c, eth, _row("reproduced", .66, .65, .67))["published"] == 0.7
 
 
 # the parameter-server family: C = 0.1 s, B = 100 MB, bw = 10 GB/s (D = 0.01 s on the wire), staging

@@ -785,14 +785,24 @@ def runs_on(config: dict[str, Any], experiment: str) -> tuple[str, str]:
 
 def fitted_sources(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """The claim's published rows that a parameter of its simulated platform was fitted on
-    (:data:`distrepro_wf.bench.simbench.FITTED_ROWS`: only when the experiment sets that parameter)."""
+    (:data:`distrepro_wf.bench.simbench.FITTED_ROWS`: only when the experiment sets that parameter
+    away from its preset's value: ``allreduce_efficiency`` other than 1, a preset's ``nic_gbps``
+    other than its own; a ``nic_gbps`` the preset leaves to the config, ``star``'s, is no fit)."""
+    from impls.sim.platforms import PRESETS, PlatformConfig  # noqa: PLC0415
+
     from ..bench.simbench import FITTED_ROWS  # noqa: PLC0415
 
     exp = (config.get("experiments") or {}).get(c["experiment"]) or {}
     plat = exp.get("platform") if isinstance(exp.get("platform"), dict) else {}
     if not is_simulated(exp.get("backend")):
         return []
-    return [s for s in c["sources"] if s in FITTED_ROWS and plat.get(FITTED_ROWS[s]) not in (None, 1, 1.0)]
+    preset = PRESETS.get(plat.get("name", PlatformConfig.name), {})
+
+    def fitted(key: str) -> bool:
+        nominal = preset[key] if key in preset else PlatformConfig.__dataclass_fields__[key].default
+        return plat.get(key) is not None and nominal is not None and float(plat[key]) != float(nominal)
+
+    return [s for s in c["sources"] if s in FITTED_ROWS and fitted(FITTED_ROWS[s])]
 
 
 def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:

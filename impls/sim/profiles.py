@@ -34,8 +34,9 @@ what that math *costs* (``profile: {name: ...}``):
   published AR rows were taken with DDP, which overlaps the all-reduce with the backward
   pass, as ``allreduce_sgd``'s default (``overlap_backward``) does too: a simulated AR-SGD
   hides the part of its all-reduce that fits behind the backward share of the step
-  (``backward_fraction``); ``bench/sim_paper_rows`` fits ``allreduce_efficiency`` with the
-  overlap off and on.
+  (``backward_fraction``); ``bench/sim_paper_rows`` fits ``allreduce_efficiency`` by
+  simulation with the all-reduce as each row's code ran it (overlapped for SlowMo's DDP,
+  after the step for the SGP v1 code).
 * ``resnet50_v100x1`` - ResNet-50 on one single-V100 machine (the signSGD-MV cluster:
   Bernstein et al., ICLR 2019, 15 AWS p3.2xlarge machines, one V100 16 GB each, network
   "up to 10 Gbit/s": use ``ethernet_10g``).  Batch 128 per worker (the paper's code,

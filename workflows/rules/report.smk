@@ -125,7 +125,7 @@ rule report:
 
 
 # Every study config into one report (common.smk reads STUDY_CONFIGS when this is the target):
-#   snakemake --cores 2 studies        (about an hour on 2 cores, plus ~20 CPU-min of sensitivity sweep;
+#   snakemake --cores 2 studies        (about an hour on 2 cores, plus ~17 CPU-min of sensitivity sweep;
 #                                       never part of the default run or CI)
 rule studies:
     input:

@@ -36,7 +36,6 @@ spec = sb.bench_spec("sim_paper_rows", sm.params.spec)
 numbers = pd.read_csv(sm.input.numbers, dtype=str).set_index("id")
 wl = sb.merged(sb.TINY_WORKLOAD, spec["workload"])
 RN50, TRANSFORMER = 102.228128e6, 840e6
-PEER1 = {"topology": {"name": "exponential", "peers": 1}}
 V100X1 = {"name": "fixed", "step_ms": round(128 / sb.V100X1_RESNET50_FP32 * 1e3, 3), "model_mb": 102.228128,
           # the paper profiles' V100 op costs (impls/sim/opcost.py), for one V100 per machine
           "mem_gbps": 720.0, "copy_gbps": 360.0, "stage_gbps": 12.0, "compress_gbps": 180.0, "msg_us": 10.0}
@@ -88,8 +87,8 @@ with tempfile.TemporaryDirectory() as tmp:
                              f"fitted on this row (e, step ms: {ar_log}; ideal ring, efficiency 1: "
                              f"{ar1['time/step_s']:.1f} ms); compute {ar1['time/compute_s']:.2f} ms from NVIDIA's "
                              "2855 images/s"))
-    sgp = run(tmp, "sgp", {"name": "sgp", **PEER1}, 32, "resnet50_v100x8")
-    osgp = run(tmp, "osgp", {"name": "osgp", "tau": 1, **PEER1}, 32, "resnet50_v100x8")
+    sgp = run(tmp, "sgp", sb.SGP_1PEER, 32, "resnet50_v100x8")
+    osgp = run(tmp, "osgp", sb.OSGP_1PEER, 32, "resnet50_v100x8")
     why_gossip = ("at line rate (the rows below fit the every-message efficiency): gossip does not all-reduce, "
                   "allreduce_efficiency does not enter; the simulated step is compute + one "
                   "exchange + op costs, so the published row's extra time is per-step cost this model lacks "
@@ -159,7 +158,7 @@ with tempfile.TemporaryDirectory() as tmp:
                              "40,960 tokens per node step (assumed); fp32 gradients (840 MB). With fp16 gradients "
                              f"(fairseq's --fp16 all-reduces them: 420 MB) the same efficiency predicts "
                              f"{fp16['time/step_s']:.1f} ms ({fp16['time/step_s'] / p['value']:.3f} x)"))
-    sgp2b = run(tmp, "sgp_t2b", {"name": "sgp", **PEER1}, 8, "transformer_wmt16_v100x8", 1.0, adam)
+    sgp2b = run(tmp, "sgp_t2b", sb.SGP_1PEER, 8, "transformer_wmt16_v100x8", 1.0, adam)
     p = pub("slowmo_t2b_sgp_tpi")
     rows.append(sb.paper_row(p, p["value"], "ms", sgp2b["time/step_s"], "prediction", LINE_RATE, None,
                              why_gossip.replace("32 images per GPU", "its batch")))
@@ -202,7 +201,7 @@ with tempfile.TemporaryDirectory() as tmp:
     fit_log = []
 
     def sgp_at(e):
-        got = run(tmp, f"sgp_msg{len(fit_log)}", {"name": "sgp", **PEER1}, 32, "resnet50_v100x8", msg_eff=e)
+        got = run(tmp, f"sgp_msg{len(fit_log)}", sb.SGP_1PEER, 32, "resnet50_v100x8", msg_eff=e)
         fit_log.append((round(e, 4), round(got["time/step_s"], 2)))
         return got["time/step_s"]
 
@@ -213,7 +212,7 @@ with tempfile.TemporaryDirectory() as tmp:
                                f"{sb.FIT_TOL:.1%}) from the closed form e0 = {msg_ms:.1f} / ({msg_ms:.1f} + "
                                f"{p['value']:.0f} - {sgp['time/step_s']:.1f}): only the one whole-model message "
                                "per step grows as 1/e; non-overlapped, so the whole exchange is on the step"))
-    osgp_em = run(tmp, "osgp_msg", {"name": "osgp", "tau": 1, **PEER1}, 32, "resnet50_v100x8", msg_eff=em)
+    osgp_em = run(tmp, "osgp_msg", sb.OSGP_1PEER, 32, "resnet50_v100x8", msg_eff=em)
     p = pub("slowmo_t2a_osgp_tpi")
     costs = osgp["time/step_s"] - osgp["time/compute_s"]  # the step beyond compute at line rate: op costs
     need = p["value"] - costs  # with the exchange hidden, the step is max(compute, message) + those costs
@@ -231,9 +230,9 @@ with tempfile.TemporaryDirectory() as tmp:
                                f"e = {msg_ms:.1f} / ({msg_ms:.1f} + {v1:.0f} - {sgp['time/step_s']:.1f}) = "
                                f"{need_v1:.3f} (closed form): the v1 code gossiped through THD tcp on the CPU, "
                                "SlowMo's era code (1230036) through NCCL over sockets"))
-    sgp2b_em = run(tmp, "sgp_t2b_msg", {"name": "sgp", **PEER1}, 8, "transformer_wmt16_v100x8", 1.0, adam,
+    sgp2b_em = run(tmp, "sgp_t2b_msg", sb.SGP_1PEER, 8, "transformer_wmt16_v100x8", 1.0, adam,
                    msg_eff=em)
-    sgp2b_fp16 = run(tmp, "sgp_t2b_msg_fp16", {"name": "sgp", **PEER1}, 8,
+    sgp2b_fp16 = run(tmp, "sgp_t2b_msg_fp16", sb.SGP_1PEER, 8,
                      {"name": "transformer_wmt16_v100x8", "model_mb": 420.0}, 1.0, adam, msg_eff=em)
     p = pub("slowmo_t2b_sgp_tpi")
     tf_ms = sb.message_ms(TRANSFORMER, spec["platform"])

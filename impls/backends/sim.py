@@ -240,35 +240,50 @@ class _Posted:
 
 
 class _InActor:
-    """An asynchronous collective, running in a helper actor on the rank's host."""
+    """An asynchronous collective, running in a helper actor on the rank's host.
+
+    Resources: SimGrid gives every actor a context with its own stack (8 MiB of address
+    space, two memory mappings), freed when the last reference to the actor goes.  The
+    actor's body must therefore never reference this handle: the handle holds the actor,
+    the actor holds its body, and a body that closed over ``self`` would make a cycle
+    through C++ that Python's collector cannot see, leaking one stack per collective
+    (AR-SGD's overlapped all-reduce: one per bucket and step, until ``vm.max_map_count``
+    stops the simulation).  The body writes to a plain dict; the handle lets go of the
+    actor (and of the collective's closure, and so its tensors) once it has finished.
+    """
 
     def __init__(self, fn: Callable[[], None], name: str):
         import simgrid
 
         flush_pending()  # the caller's deferred delays come before what it starts
-        self._box: dict[str, Any] = {}
+        box: dict[str, Any] = {}
+        self._box = box
         state = _rng_state()
 
-        def body() -> None:
+        def body() -> None:  # closes over box and fn only (class docstring)
             _set_rng_state(state)
             try:
                 fn()
                 flush_pending()
             except BaseException as e:  # noqa: BLE001 - re-raised by wait()
-                self._box["error"] = e
-            self._box["done"] = True
+                box["error"] = e
+            box["done"] = True
 
         self._actor = simgrid.Actor.create(name, simgrid.this_actor.get_host(), body)
 
     def wait(self) -> None:
         if not self._box.get("done"):
             blocking(self._actor.join)
+        self._actor = None  # finished: its context and stack can go
         if "error" in self._box:
             raise self._box["error"]
 
     def is_completed(self) -> bool:
         flush_pending()
-        return bool(self._box.get("done"))
+        if self._box.get("done"):
+            self._actor = None
+            return True
+        return False
 
 
 _COMBINE = {"sum": lambda a, b: a.add_(b), "max": lambda a, b: a.copy_(torch.maximum(a, b)),
@@ -583,13 +598,15 @@ class _Done:
 
 
 class _Background:
-    """A background activity: an actor on the caller's host (``join``/``is_alive`` as a thread)."""
+    """A background activity: an actor on the caller's host (``join``/``is_alive`` as a thread).
+    Its body closes over a plain dict, never over this handle (see :class:`_InActor`)."""
 
     def __init__(self, fn: Callable[[], None], name: str):
         import simgrid
 
         flush_pending()
-        self._alive = True
+        box = {"alive": True}
+        self._box = box
         state = _rng_state()
 
         def body() -> None:
@@ -598,16 +615,18 @@ class _Background:
                 fn()  # the activity records its own errors (as a thread's target does)
                 flush_pending()
             finally:
-                self._alive = False
+                box["alive"] = False
 
         self._actor = simgrid.Actor.create(name, simgrid.this_actor.get_host(), body)
 
     def join(self, timeout: float | None = None) -> None:
-        if self._alive:
+        if self._box["alive"]:
             blocking(self._actor.join, -1.0 if timeout is None else float(timeout))
+        if not self._box["alive"]:
+            self._actor = None
 
     def is_alive(self) -> bool:
-        return self._alive
+        return self._box["alive"]
 
 
 class _Lock:

@@ -12,17 +12,13 @@ from snakemake.utils import validate
 from distrepro_wf.pipeline import collect as wfcollect
 from distrepro_wf.pipeline import config as wfconfig
 from distrepro_wf.pipeline import launch as wflaunch
+from distrepro_wf.pipeline import studies as wfstudies
 from distrepro_wf.pipeline.runs import launch_retry_token
 from distrepro_wf.pipeline.timing import append_pipeline_row
 from impls.errors import ConfigError
 
-#: `snakemake --cores 2 studies`: the default config and every study config in one run and one
-#: report (merged in this order: a later file's keys win; they share only the launcher, whose
-#: timeout is katyusha_x's, the longest).  Not part of the default run or of CI (CI dry-runs it):
-#: about an hour on 2 cores, the sum of each file's own measured time (default ~10 min, compression
-#: survey ~1, parameter-server studies ~6, translation ~10.5, large batch ~12, Katyusha X ~15).
-STUDY_CONFIGS = ["config/config.yaml", "config/compression_survey.yaml", "config/ps_studies.yaml",
-                 "config/translation.yaml", "config/large_batch.yaml", "config/katyusha_x.yaml"]
+#: `snakemake --cores 2 studies`: the default config and every study config (pipeline/studies.py)
+STUDY_CONFIGS = wfstudies.STUDY_CONFIGS
 # Snakemake gives a Snakefile no access to the command line's targets while it is read: the
 # main process looks at its own arguments; the jobs it spawns (a cluster's) get the files as
 # --configfiles (set below), as if the user had named them.

@@ -88,7 +88,7 @@ def test_the_test_command_installs_the_browser_the_browser_test_asks_for():
     test_sh = (ROOT / "scripts" / "test.sh").read_text()
     installs = re.findall(r"^bash scripts/system-packages\.sh ([\w\- ]+)", test_sh, re.M)
     assert installs and set(installs[0].split()) == set(wanted.group(1).split()) == {"chromium", "chromium-driver"}
-    assert test_sh.index("\nbash scripts/system-packages.sh") < test_sh.index("\nexec python -m pytest")
+    assert test_sh.index("\nbash scripts/system-packages.sh") < test_sh.index("python -m pytest -q \"$@\"")
     assert re.search(r"^bash scripts/system-packages\.sh python3-simgrid$",
                      (ROOT / "scripts" / "setup.sh").read_text(), re.M)
     assert "apt-get" not in test_sh + (ROOT / "scripts" / "setup.sh").read_text() + (ROOT / ".ci" / "run").read_text()

@@ -57,16 +57,30 @@ def test_readme_is_a_five_minute_read_that_maps_every_docs_page():
     assert any(m.endswith(".png") and (ROOT / m).exists() for m in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text))
 
 
+def anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown page (lower case, punctuation
+    dropped, spaces as hyphens)."""
+    text = FENCE.sub("", page.read_text())
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
+def test_anchors_are_githubs():
+    page = ROOT / "docs" / "simulated-platform.md"
+    assert "a-shaped-real-network-on-one-machine-network-namespaces" in anchors(page)
+    assert "the-simulated-platform-backend-simgrid" in anchors(page)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_every_relative_link_resolves(page):
     broken = []
     for target in LINK.findall(page.read_text()):
-        if target.startswith(("http://", "https://", "mailto:", "#")):
+        if target.startswith(("http://", "https://", "mailto:")):
             continue
-        path = target.split("#")[0]
-        if path and not (page.parent / path).exists():
+        path, _, anchor = target.partition("#")
+        dest = page.parent / path if path else page
+        if not dest.exists() or (anchor and dest.suffix == ".md" and anchor not in anchors(dest)):
             broken.append(target)
-    assert not broken, f"{page.relative_to(ROOT)}: links to missing files {broken}"
+    assert not broken, f"{page.relative_to(ROOT)}: links to missing files or headings {broken}"
 
 
 def repo_paths_in_commands(text: str) -> list[str]:

@@ -39,11 +39,7 @@ if [ "$(cat .venv/.distrepro-stamp 2>/dev/null)" != "$want" ]; then
 fi
 
 sg_so() { ls /usr/lib/python3/dist-packages/simgrid.cpython-311-*.so 2>/dev/null | head -n1; }
-if [ -z "$(sg_so)" ]; then
-  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-simgrid >/dev/null
-fi
+bash scripts/system-packages.sh python3-simgrid
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 [ -e "$site/$(basename "$(sg_so)")" ] || ln -sf "$(sg_so)" "$site/"
 .venv/bin/python -c 'import simgrid, sys; v = simgrid.simgrid_version; sys.exit(0 if str(v).split(".")[:2] == ["3", "32"] else f"SimGrid 3.32 expected, found {v}")' 2>/dev/null \

@@ -38,6 +38,7 @@
 #   forever.
 set -euo pipefail
 DIR=${DISTREPRO_SLURM_DIR:-/tmp/distrepro-slurm}
+SCRIPTS=$(cd "$(dirname "$0")" && pwd)  # system-packages.sh: the one place a Debian package is installed
 PORT_CTLD=6817
 NODE=localhost
 PARTITION=debug
@@ -52,11 +53,9 @@ install() {
   local missing=""
   for c in slurmctld slurmd sbatch srun squeue munged munge; do command -v $c >/dev/null || missing="$missing $c"; done
   [ -z "$missing" ] && return
-  command -v apt-get >/dev/null || die "missing:$missing, and there is no apt-get to install slurm-wlm and munge"
-  echo "slurm-local: installing Debian's slurm-wlm and munge (missing:$missing)" >&2
-  apt-get update -qq
+  echo "slurm-local: missing:$missing" >&2
   # the packages' own services are not started (no systemd); their daemons are run below
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
+  bash "$SCRIPTS/system-packages.sh" slurm-wlm munge
 }
 
 write_config() {  # $1: proctrack plugin (cgroup or linuxproc)

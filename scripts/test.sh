@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Set up, then run the whole test suite (unit, multi-process gloo, workflow tiers).
+# Set up (scripts/setup.sh, and the report's browser test's Debian packages chromium and
+# chromium-driver when missing), then run the whole test suite (unit, multi-process gloo,
+# workflow tiers).
 #
 #   bash scripts/test.sh              everything; the Slurm test beside the rest (below)
 #   bash scripts/test.sh ARGS...      python -m pytest -q ARGS... (one process, as given)
@@ -12,6 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# the browser of tests/test_report_browser.py (DISTREPRO_NO_BROWSER=1 skips those tests, and this)
+[ "${DISTREPRO_NO_BROWSER:-}" = 1 ] || bash scripts/system-packages.sh chromium chromium-driver
 export PATH="$PWD/.venv/bin:$PATH"
 if [ $# -gt 0 ]; then
   exec python -m pytest -q "$@"

@@ -91,7 +91,7 @@ def test_method_overrides_and_run_config(cfg):
 
 
 NETWORK_REMOVED = ("network emulation on real ranks was removed: real ranks measure this machine's network; "
-                   "use `backend: simgrid` with a `platform:` to study a network (see README)")
+                   "use `backend: simgrid` with a `platform:` to study a network (see docs/simulated-platform.md)")
 
 
 @pytest.mark.parametrize("network", ["none", "resnet50_10gbe", {"kind": "absolute", "bandwidth_gbps": 10}])

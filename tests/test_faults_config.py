@@ -95,7 +95,7 @@ CASES = [
     # a removed key: why, and what to use instead
     ("network_removed", _set("experiments.smoke.network", "10gbe"), "experiments.smoke.network",
      "network emulation on real ranks was removed: real ranks measure this machine's network; use `backend: "
-     "simgrid` with a `platform:` to study a network (see README)"),
+     "simgrid` with a `platform:` to study a network (see docs/simulated-platform.md)"),
     # 4. names, arguments, paths and sizes that used to fail only inside a job
     ("dataset_unknown", _set(f"{WL}.dataset", {"name": "mnist"}), f"{WL}.dataset.name",
      "unknown dataset 'mnist'; known: cifar10, cifar100, digits, imagefolder"),

@@ -125,14 +125,14 @@ def test_a_non_finite_gradient_fails_the_run_naming_rank_and_step(tmp_path):
 
 # -- 17 ---------------------------------------------------------------------------------------
 
-# dependencies whose absence may skip tests: only those the README calls optional (none is)
+# dependencies whose absence may skip tests: only those the docs call optional (none is; docs/benchmarks.md)
 OPTIONAL: dict[str, str] = {}
 
 
 def test_no_test_skips_for_want_of_a_required_dependency():
     """``pytest.importorskip("fairseq")`` kept CI green where fairseq had failed to build.  A
     required dependency is imported plainly (its absence fails the suite); a skip on a
-    missing module is allowed only for a dependency the README calls optional."""
+    missing module is allowed only for a dependency the docs call optional."""
     import re
 
     skips = {(f.name, m) for f in (ROOT / "tests").glob("*.py") if f.name != Path(__file__).name

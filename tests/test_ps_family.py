@@ -332,7 +332,7 @@ def test_closed_form_round_matches_the_simulated_server(algo, factor, tmp_path):
 
 
 def test_link_bound_server_closed_form_and_the_pipelining_of_equal_async_workers(tmp_path):
-    """The netns comparison's setting (README, sim_vs_netns): 150 ms of compute, a 2.6 MB model
+    """The netns comparison's setting (docs/simulated-platform.md, sim_vs_netns): 150 ms of compute, a 2.6 MB model
     over 100 Mbit/s (0.225 s a message), staging free.  ps_sync (2 workers) is two phases of the
     server's link (1.05 s; a 4x-slow worker's compute hides partly behind the other's push:
     1.28 s), the closed form within :data:`CF_TOL`.  ps_async with a 4x-slow worker is not held

@@ -1,6 +1,6 @@
-"""Registries: one per axis, each discovering its entries, each with its README row.
+"""Registries: one per axis, each discovering its entries, each with its row in docs/extending.md.
 
-README.md's "to add | write | selected by" table is the contributor's map of the
+docs/extending.md's "to add | write | selected by" table is the contributor's map of the
 extension points; this checks it against the registries themselves (every Registry
 object in ``impls``), so a new axis without a row, a row naming a file that moved, or a
 registry whose entries need a hand-written import line turns red here.
@@ -37,7 +37,7 @@ def _all_registries() -> dict[str, Registry]:
 
 
 def _readme_rows() -> list[tuple[str, str, str]]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "extending.md").read_text()
     start = text.index("| to add | write | selected by |")
     rows = []
     for line in text[start:].splitlines()[2:]:
@@ -56,19 +56,19 @@ def test_every_registry_has_its_row_in_the_readme_table():
         "topology", "step schedule"}
     selected = {k for _, _, sel in _readme_rows() for k in re.findall(r"`([^`]+)`", sel)}
     missing = sorted(f"{where} (key {r.key!r})" for where, r in registries.items() if r.key not in selected)
-    assert not missing, f"registries without a row in README's 'to add' table: {missing}"
+    assert not missing, f"registries without a row in docs/extending.md's 'to add' table: {missing}"
 
 
 def test_every_path_in_the_readme_table_exists():
     for what, write, _ in _readme_rows():
         for path in re.findall(r"`((?:impls|workflows)/[^`]*)`", write):
             path = re.sub(r"<name>.*$", "", path)  # impls/algorithms/<name>.py: its folder
-            assert (ROOT / path).exists(), f"README 'to add' row {what!r} names {path}, which does not exist"
+            assert (ROOT / path).exists(), f"docs/extending.md 'to add' row {what!r} names {path}, which does not exist"
 
 
 def test_packaged_registries_discover_every_module_of_their_package():
     """A registry that lives in a package finds each entry without an import line: after
-    discovery every module of the package is imported, and the README row's path is that
+    discovery every module of the package is imported, and the docs/extending.md row's path is that
     package (so 'write a file there' is the whole recipe)."""
     rows = {sel: write for _, write, sel in _readme_rows()}
     packaged = [r for r in _all_registries().values() if r.package]

@@ -6,8 +6,8 @@ coloured, a provisional or inconclusive claim must never be shown as reproduced 
 front-page count), and every link from the front page must lead to a page that loads.  Screenshots of the
 front page and of the SGP page are saved (under tmp_path, and under $DISTREPRO_ARTIFACTS_DIR when
 set).  The browser comes from the Debian packages ``chromium`` and ``chromium-driver`` (installed
-by .ci/run) and is driven through selenium; set DISTREPRO_NO_BROWSER=1 to skip these tests where
-no browser can be installed.  A missing browser is otherwise a failure, not a skip.
+by scripts/test.sh through scripts/system-packages.sh) and is driven through selenium; set
+DISTREPRO_NO_BROWSER=1 to skip these tests where no browser can be installed.  A missing browser is otherwise a failure, not a skip.
 """
 
 from __future__ import annotations

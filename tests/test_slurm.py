@@ -3,8 +3,7 @@
 ``scripts/slurm-local.sh start`` installs Debian's slurm-wlm and munge if missing and runs
 munged, slurmctld and slurmd (configless) on this machine: a one-node, loopback-only
 cluster with this machine's CPUs; the test stops it at the end.  No accounting, so the
-Slurm plugin polls ``squeue`` (``--slurm-status-command squeue``; README, "Running on a
-cluster").
+Slurm plugin polls ``squeue`` (``--slurm-status-command squeue``; docs/cluster.md).
 
 One node is all there is: a job that asks for several nodes is *emulated* as several
 tasks on the one node (``launcher.emulate_nodes``: ``--nodes=1 --ntasks=<hosts>

@@ -35,7 +35,7 @@ from .workload import TargetConfig, WorkloadConfig  # noqa: F401  (a run's workl
 
 #: why a ``network`` key (a run config's, or an experiment's in the pipeline config) is refused
 NETWORK_REMOVED = ("network emulation on real ranks was removed: real ranks measure this machine's network; "
-                   "use `backend: simgrid` with a `platform:` to study a network (see README)")
+                   "use `backend: simgrid` with a `platform:` to study a network (see docs/simulated-platform.md)")
 
 
 @dataclass

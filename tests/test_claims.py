@@ -799,7 +799,7 @@ def test_a_setting_that_cannot_show_the_mechanism_is_not_comparable(tmp_path):
     communicates 10 %; and on real ranks of a local launch the network check refuses whatever the
     share (loopback)."""
     mech = {"text": "slow network", "requires": [{"check": "network"},
-                                                 {"check": "comm_share", "side": "b", "min": 0.25}]}
+                                                 {"check": "comm_share", "side": "b", "min": 0.25, "source": "S"}]}
     c = claim(experiment="sgp_sim", mechanism=mech)
 
     def runs(share):
@@ -820,7 +820,7 @@ def test_a_straggler_claim_needs_compute_bound_steps(tmp_path):
     cannot matter", nowhere in the sensitivity ranges), 60 % -> judged."""
     cfg = copy.deepcopy(rf.CONFIG)
     cfg["experiments"]["sgp_sim"]["stragglers"] = ["none", "slow1x4"]
-    mech = {"text": "slow worker", "requires": [{"check": "compute_share", "side": "b", "min": 0.4}]}
+    mech = {"text": "slow worker", "requires": [{"check": "compute_share", "side": "b", "min": 0.4, "source": "S"}]}
     c = claim(experiment="sgp_sim", mechanism=mech, where={"stragglers": ["slow1x4"]})
 
     def runs(share):
@@ -1008,7 +1008,8 @@ def test_a_both_sides_check_refuses_a_comparison_that_is_not_like_for_like(tmp_p
     compute (0.07 %): the same numbers are judged with the check on SGP alone, and refused, naming
     D-PSGD, when the check gates both sides (side: both); judged again when both communicate."""
     def mech(side):
-        return {"text": "t", "requires": [{"check": "network"}, {"check": "comm_share", "side": side, "min": 0.1}]}
+        return {"text": "t", "requires": [{"check": "network"},
+                                          {"check": "comm_share", "side": side, "min": 0.1, "source": "S"}]}
 
     def runs(dpsgd_share):
         return _timed([("sgp_1peer", 4, "none", s, 0.5 + 0.01 * s, 0.3, 0.6) for s in (1, 2, 3)]

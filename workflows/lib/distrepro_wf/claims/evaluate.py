@@ -83,7 +83,7 @@ from impls.backends import backend_of, is_simulated
 from ..pipeline.catalogue import METRICS, Metric
 from ..pipeline.config import expand
 from .published import Published
-from . import mechanisms
+from . import mechanisms, size
 from .stats import interval, nonpositive, p_between
 from .survival import Median, km_median, logrank
 
@@ -235,8 +235,10 @@ def _side(runs: pd.DataFrame, failed: pd.DataFrame | None, grid: pd.DataFrame, s
     return values, f"no completed run of {m} at n={n}, {st}", ""
 
 
-#: where a row's runs ran and what its speed result is (:func:`label_row`)
-LABEL_COLUMNS = ["runs_on", "speed_result", "closed_form", "sensitivity", "published_fitted"]
+#: where a row's runs ran and what its speed result is (:func:`label_row`), the scenario axes'
+#: effect, the context gates and the size verdict (:mod:`distrepro_wf.claims.size`)
+LABEL_COLUMNS = ["runs_on", "speed_result", "closed_form", "sensitivity", "published_fitted", "scenarios",
+                 "gate_context", *size.COLUMNS]
 COLUMNS = ["claim", "paper", "page", "experiment", "statement", "mechanism", "metric", "unit", "compare", "scale",
            "nodes", "straggler", "setting", "status", "provisional", "reason", "measured", "ci_low", "ci_high",
            "interval", "df", "p_a_beats_b", "wins", "p_pass", "seeds_a", "seeds_b", "pass_low", "pass_high",
@@ -277,7 +279,9 @@ def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggl
            "expected": expect_text(c["expect"], c["compare"]), "published_note": pub.get("note", ""),
            "published_other": pub.get("other", ""), "sources": " ".join(c["sources"]),
            "tuned_on_seeds": " ".join(map(str, c.get("tuned_on_seeds") or ())), "scored_on_seeds": "", "runs_on": "",
-           "speed_result": "", "closed_form": math.nan, "sensitivity": "", "published_fitted": ""}
+           "speed_result": "", "closed_form": math.nan, "sensitivity": "", "published_fitted": "", "scenarios": "",
+           "gate_context": "", "size_status": "", "size_reason": "", "size_low": math.nan, "size_high": math.nan,
+           "size_range_low": math.nan, "size_range_high": math.nan}
     row.update(kw)
     return row
 
@@ -398,13 +402,13 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
             continue
         if c["compare"] == "ratio_vs_control":
             iv = _versus_control(c, config, runs, nodes, straggler, metric)
-        mech, gate = mechanism(c, config, table, nodes, straggler)
+        mech, gate, ctx = mechanism(c, config, table, nodes, straggler)
         if mech and not (gate and gate.flips):
             ci = f" [{iv.low:.3g}, {iv.high:.3g}]" if iv.method else ""
             why = "" if mech.startswith(mechanisms.PLATFORM_UNKNOWN) else "the setting cannot show the mechanism: "
-            out.append(_row(c, NOT_COMPARABLE, f"{why}{mech} (measured {iv.estimate:.3g}{ci}, not judged)"
-                            + (f"; {gate.text}" if gate else ""), nodes, straggler, **seeds, **where,
-                            sensitivity=f"mechanism: {gate.text}" if gate else ""))
+            out.append(_with_context(_row(c, NOT_COMPARABLE, f"{why}{mech} (measured {iv.estimate:.3g}{ci}, not "
+                                          "judged)" + (f"; {gate.text}" if gate else ""), nodes, straggler, **seeds,
+                                          **where, sensitivity=f"mechanism: {gate.text}" if gate else ""), ctx))
             continue
         a_n, b_n = seeds["seeds_a"], seeds["seeds_b"]
         if not iv.method:
@@ -425,22 +429,36 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
         at_scale = pub.get("value") is not None and (not pub.get("nodes") or nodes in pub["nodes"])
         if pub.get("value") is not None and not at_scale:
             notes.append(f"no gap: the published value is for {', '.join(map(str, pub['nodes']))} nodes")
-        out.append(gated(_row(c, status, "; ".join(notes), nodes, straggler,
-                              provisional="yes" if provisional else "", measured=iv.estimate, ci_low=iv.low,
-                              ci_high=iv.high, interval=iv.method, df=iv.df, p_a_beats_b=iv.p_a_beats_b, wins=iv.wins,
-                              p_pass=p_pass, gap=iv.estimate - pub["value"] if at_scale else math.nan, **seeds,
-                              **where), mech, gate))
+        out.append(_with_context(gated(_row(c, status, "; ".join(notes), nodes, straggler,
+                                            provisional="yes" if provisional else "", measured=iv.estimate,
+                                            ci_low=iv.low, ci_high=iv.high, interval=iv.method, df=iv.df,
+                                            p_a_beats_b=iv.p_a_beats_b, wins=iv.wins, p_pass=p_pass,
+                                            gap=iv.estimate - pub["value"] if at_scale else math.nan, **seeds,
+                                            **where), mech, gate), ctx))
     return out
 
 
 def mechanism(c: dict[str, Any], config: dict[str, Any], table: pd.DataFrame, nodes: int,
-              straggler: str) -> tuple[str, Any]:
-    """(every failed mechanism check's reason at the nominal point, '' when none; the share gates
-    swept through the sensitivity ranges, :func:`distrepro_wf.claims.sensitivity.gates`, or None)."""
+              straggler: str) -> tuple[str, Any, str]:
+    """(every failed demoting mechanism check's reason at the nominal point, '' when none; the
+    demoting share gates swept through the sensitivity ranges,
+    :func:`distrepro_wf.claims.sensitivity.gates`, or None; the share gates without a sourced or
+    derived threshold in words, :func:`distrepro_wf.claims.mechanisms.context`: shown, never
+    demoting)."""
     from . import sensitivity  # noqa: PLC0415
 
     outs = mechanisms.outcomes(c, config, table, nodes, straggler)
-    return "; ".join(o.reason for o in outs if o.reason), sensitivity.gates(c, config, outs, nodes)
+    return ("; ".join(o.reason for o in outs if o.reason), sensitivity.gates(c, config, outs, nodes),
+            mechanisms.context(c, outs))
+
+
+def _with_context(row: dict[str, Any], ctx: str) -> dict[str, Any]:
+    """A row with its context gates (:func:`mechanism`'s third value) in ``gate_context`` and, after
+    its reason, "context (not a demotion): ..."."""
+    if ctx:
+        row["gate_context"] = ctx
+        row["reason"] = "; ".join(x for x in (row["reason"], f"context (not a demotion): {ctx}") if x)
+    return row
 
 
 #: the key a judged row carries its flipping mechanism gate under until :func:`label_row` reads it
@@ -724,12 +742,13 @@ def _censored_row(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.
         return _row(c, NOT_COMPARABLE, "; ".join(problems + notes), nodes, straggler, **seeds, **where)
     status, f, why = censored_judgement(c["expect"], *data["a"], *data["b"], names=side_names(c))
     km = {k: f[k] for k in TTA_KM}
-    mech, gate = mechanism(c, config, table, nodes, straggler)
+    mech, gate, ctx = mechanism(c, config, table, nodes, straggler)
     if mech and not (gate and gate.flips):
         est = "undefined" if math.isnan(f["measured"]) else f"{f['measured']:.3g}"
-        return _row(c, NOT_COMPARABLE, f"the setting cannot show the mechanism: {mech} (measured {est}; {why}; "
-                                       "not judged)" + (f"; {gate.text}" if gate else ""), nodes, straggler,
-                    **seeds, **where, **km, sensitivity=f"mechanism: {gate.text}" if gate else "")
+        return _with_context(_row(c, NOT_COMPARABLE, f"the setting cannot show the mechanism: {mech} (measured "
+                                                     f"{est}; {why}; not judged)" + (f"; {gate.text}" if gate else ""),
+                                  nodes, straggler, **seeds, **where, **km,
+                                  sensitivity=f"mechanism: {gate.text}" if gate else ""), ctx)
     iv = f["iv"]
     if iv is not None and not iv.method:
         notes.insert(0, "no interval: one seed a side")
@@ -744,10 +763,12 @@ def _censored_row(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.
     at_scale = pub.get("value") is not None and (not pub.get("nodes") or nodes in pub["nodes"])
     if pub.get("value") is not None and not at_scale:
         notes.append(f"no gap: the published value is for {', '.join(map(str, pub['nodes']))} nodes")
-    return gated(_row(c, status, "; ".join(notes), nodes, straggler, provisional="yes" if provisional else "",
-                      measured=f["measured"], ci_low=f["ci_low"], ci_high=f["ci_high"], interval=f["interval"],
-                      df=f["df"], p_a_beats_b=f["p_a_beats_b"], wins=f["wins"], p_pass=p_pass,
-                      gap=f["measured"] - pub["value"] if at_scale else math.nan, **seeds, **where, **km), mech, gate)
+    return _with_context(gated(_row(c, status, "; ".join(notes), nodes, straggler,
+                                    provisional="yes" if provisional else "", measured=f["measured"],
+                                    ci_low=f["ci_low"], ci_high=f["ci_high"], interval=f["interval"], df=f["df"],
+                                    p_a_beats_b=f["p_a_beats_b"], wins=f["wins"], p_pass=p_pass,
+                                    gap=f["measured"] - pub["value"] if at_scale else math.nan, **seeds, **where,
+                                    **km), mech, gate), ctx)
 
 
 def evaluate(published: Published, config: dict[str, Any], runs: dict[str, pd.DataFrame],
@@ -809,9 +830,44 @@ def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) ->
     """Say what a row is (issue 24): ``runs_on`` real or simulated; a speed row's ``speed_result``
     "measured (real ranks: gloo, 1 host)" or "predicted (simulated: platform ..., profile ...)";
     a simulated speed ratio's ``closed_form`` (:mod:`distrepro_wf.claims.closedform`) and
-    ``sensitivity`` (:mod:`distrepro_wf.claims.sensitivity`): a verdict that flips inside the declared
-    ranges becomes inconclusive; a published value built on a row a platform parameter was fitted
-    on is moved to ``published_fitted`` and not shown as the published value."""
+    ``sensitivity`` (:mod:`distrepro_wf.claims.sensitivity`): a verdict that flips inside a sourced
+    range becomes inconclusive, what the scenario axes do is said in ``scenarios`` (never a
+    demotion); a published value built on a row a platform parameter was fitted on is moved to
+    ``published_fitted`` and not shown as the published value.  Then a harness check that does
+    not pass fails (:func:`harness_verdict`) and the row gets its size verdict
+    (:func:`distrepro_wf.claims.size.judge`)."""
+    row, res = _label(c, config, row)
+    if c.get("harness"):
+        row = harness_verdict(c, row)
+    row.update(size.judge(row, c, res.tornado if res is not None else None))
+    return row
+
+
+def harness_verdict(c: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """A harness check (``harness: true``) tests the harness as configured, at its nominal
+    parameters: one that does not pass is "not reproduced", never "inconclusive" (an interval
+    straddling the pass region's boundary has not passed; without an interval the estimate is
+    judged: provisional either way, fewer than :data:`MIN_SEEDS` seeds).  Not comparable stays."""
+    if row["status"] != INCONCLUSIVE:
+        return row
+    m, lo, hi = (float(row[k]) for k in ("measured", "ci_low", "ci_high"))
+    if math.isnan(lo) or math.isnan(hi):
+        if math.isnan(m):
+            why = "no estimate"
+        elif _passes(m, c["expect"]):
+            row["status"] = REPRODUCED
+            return row
+        else:
+            why = f"the estimate {m:.3g} lies outside the pass region"
+    else:
+        why = f"the interval [{lo:.3g}, {hi:.3g}] straddles the pass region's boundary"
+    row["status"] = NOT_REPRODUCED
+    row["reason"] = "; ".join(x for x in (f"a harness check that does not pass fails: {why}", row["reason"]) if x)
+    return row
+
+
+def _label(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """:func:`label_row` up to the sensitivity: (row, the sensitivity's Result or None)."""
     gate = row.pop(GATE, None)
     where, how = runs_on(config, c["experiment"])
     row["runs_on"] = where
@@ -825,31 +881,35 @@ def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) ->
         row["published_fitted"] = "; ".join(f"{s} (platform.{FITTED_ROWS[s]} fitted on it)" for s in fitted)
         row["published"], row["gap"] = None, math.nan
     if where != SIMULATED or row["nodes"] is None or row["status"] == NOT_COMPARABLE:
-        return row
+        return row, None
     from . import sensitivity  # noqa: PLC0415
 
     ctl = _control_setting(c, config, int(row["nodes"]), str(row["straggler"])) if c.get("control") else None
     res = sensitivity.analyse(row, c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl, gate)
+    scenarios = [x for x in (res.scenarios if res is not None else "", gate.scenarios if gate is not None else "") if x]
+    row["scenarios"] = "; ".join(scenarios)
     if res is None:
         if c["metric"] in sensitivity.SPEED_METRICS:
             row["sensitivity"] = "not evaluated: no closed form for a side"
         if gate is not None:
             row["sensitivity"] = f"mechanism: {gate.text}; verdict: {row['sensitivity'] or 'not evaluated'}"
-        return row
+        return row, None
     row["closed_form"], row["sensitivity"] = res.closed_form, res.text
     if gate is not None:  # the mechanism gate flips inside the ranges: it decides the row, shown first
         row["sensitivity"] = f"mechanism: {gate.text}; verdict: {res.text}"
     judged_by_interval = verdict(row["ci_low"], row["ci_high"], c["expect"]) == row["status"]
-    if res.flips and row["status"] in (REPRODUCED, NOT_REPRODUCED) and judged_by_interval:
+    if (res.flips and row["status"] in (REPRODUCED, NOT_REPRODUCED) and judged_by_interval
+            and not c.get("harness")):  # a harness check is judged at its nominal parameters
         row["reason"] = "; ".join(x for x in (f"{row['status']} at the nominal parameters, but the verdict "
                                               f"{res.text}: at most inconclusive", row["reason"]) if x)
         row["status"] = INCONCLUSIVE
-    return row
+    return row, res
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
     """One row per claim: its overall status (see the module docstring), whether it is provisional,
-    what the report shows (``shown``) and how many settings had each status."""
+    what the report shows (``shown``), how many settings had each status and its size verdict over
+    its settings (``size``: :func:`distrepro_wf.claims.size.overall`)."""
     rows = []
     for cid, g in results.groupby("claim", sort=False):
         st = set(g["status"])
@@ -869,10 +929,11 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
                      "not_comparable": int((g["status"] == NOT_COMPARABLE).sum()),
                      "provisional_settings": int(prov.sum()),
                      "reason": "; ".join(dict.fromkeys(r for r in g["reason"] if isinstance(r, str) and r)),
-                     "runs_on": _first_text(g, "runs_on")})
+                     "runs_on": _first_text(g, "runs_on"),
+                     "size": size.overall(list(g["size_status"])) if "size_status" in g else size.NA})
     return pd.DataFrame(rows, columns=["claim", "paper", "page", "experiment", "statement", "status", "provisional", "shown",
                                        "settings", "reproduced", "not_reproduced", "inconclusive", "not_comparable",
-                                       "provisional_settings", "reason", "runs_on"])
+                                       "provisional_settings", "reason", "runs_on", "size"])
 
 
 def _first_text(g: pd.DataFrame, col: str) -> str:

@@ -51,6 +51,15 @@ The two share checks (``comm_share``, ``compute_share``) measure a share of the 
 model's uncertain parameters move.  On a simulated setting they are also swept through the
 declared ranges (:func:`distrepro_wf.claims.sensitivity.gates`): :func:`outcomes` gives each
 check's measured share for that.
+
+**Gates with sources.**  A share check's ``min`` may demote a verdict (refuse the setting, or
+make it inconclusive) only when the threshold has a source: ``source: "<where the number comes
+from>"`` beside ``min``, or ``derived: true`` instead of ``min``: derived from the claim
+(:func:`derived_min`), the communication share below which even a perfect method, one that removes
+all communication, could not produce the claimed speed-up ``s``: ``1 - 1/s``.  A share check with
+neither is the harness's choice: it is *context* (:attr:`Outcome.demotes` false), shown beside
+the verdict with the share and the threshold (:func:`context`), never a demotion.  A harness
+claim's (``harness: true``) share checks are context too: the harness check itself is the test.
 """
 
 from __future__ import annotations
@@ -237,10 +246,61 @@ class Outcome(NamedTuple):
 
     check: str  # the check's name (CHECKS)
     side: str | None  # "a" / "b" (a check of both sides gives one outcome per side), None: the setting's
-    args: dict[str, Any]  # the check's arguments from claims.yaml (min, ...)
+    args: dict[str, Any]  # the check's arguments from claims.yaml (min, ...; a derived min filled in)
     reason: str  # "" when it passes, else why the setting cannot show the mechanism
     share: float  # a share check's measured share (SHARES), NaN for the others
     straggler: str | None  # the straggler setting a share was measured at (compute: "none"), None for the others
+    demotes: bool = True  # False: a share check without a sourced or derived threshold (context only)
+    threshold: str = ""  # where a share check's min comes from, in words
+
+
+#: the metrics whose claimed speed-up a communication share can bound (time per step, or per epoch at
+#: equal steps an epoch); a time to the target also moves with the steps the target takes
+STEP_TIME_METRICS = ("time_per_epoch_s", "time_per_step_s")
+
+
+def claimed_speedup(claim: dict[str, Any]) -> tuple[float, str] | None:
+    """(s, where it comes from): the speed-up a ratio claim states, ``s`` > 1: the size its pass
+    region demands (``a/b <= 0.5``: 2; ``a/b in [4, 8]``: 4), else its published value's (0.724:
+    1/0.724 = 1.38).  None where it states a direction only and publishes no value."""
+    from .evaluate import pass_region  # noqa: PLC0415  (evaluate imports this module)
+
+    lo, _, hi, _ = pass_region(claim["expect"])
+    if hi < 1:
+        return 1 / hi, f"the claim's a/b <= {hi:g}"
+    if lo > 1:
+        return lo, f"the claim's a/b >= {lo:g}"
+    v = (claim.get("published") or {}).get("value")
+    if isinstance(v, (int, float)) and v > 0 and v != 1:
+        return max(v, 1 / v), f"the published {v:g}x"
+    return None
+
+
+def derived_min(claim: dict[str, Any]) -> tuple[float, str] | None:
+    """(threshold, how) of a ``derived`` communication-share gate: a method that removes all of the
+    slower side's communication shortens its step by that share ``c`` at most, so a speed-up ``s``
+    needs ``c >= 1 - 1/s``.  Only for a ratio of step (or epoch) times that states a speed-up
+    (:func:`claimed_speedup`); None otherwise."""
+    if claim["compare"] != "ratio" or claim["metric"] not in STEP_TIME_METRICS:
+        return None
+    got = claimed_speedup(claim)
+    if got is None:
+        return None
+    s, where = got
+    return 1 - 1 / s, (f"derived from {where}: a speed-up of {s:.3g}x needs a communication share of at least "
+                       f"1 - 1/{s:.3g} = {1 - 1 / s:.0%}, even for a method without communication")
+
+
+def threshold(claim: dict[str, Any], req: dict[str, Any]) -> tuple[float | None, bool, str]:
+    """(min, demotes, where it comes from) of one share check of ``mechanism.requires``."""
+    if req.get("derived"):
+        got = derived_min(claim)
+        if got is None:
+            return None, False, "derived, but the claim states no speed-up of a step time to derive it from"
+        return got[0], not claim.get("harness"), got[1]
+    if req.get("source"):
+        return req["min"], not claim.get("harness"), f"source: {req['source']}"
+    return req.get("min"), False, "the harness's choice, without a source"
 
 
 def outcomes(claim: dict[str, Any], config: dict[str, Any], table: pd.DataFrame, nodes: int,
@@ -249,12 +309,38 @@ def outcomes(claim: dict[str, Any], config: dict[str, Any], table: pd.DataFrame,
     s = Setting(claim, config, table, nodes, straggler)
     out = []
     for r in (claim.get("mechanism") or {}).get("requires", []):
-        args = {k: v for k, v in r.items() if k != "check"}
+        args = {k: v for k, v in r.items() if k not in ("check", "source", "derived")}
+        demotes, where = True, ""
+        if r["check"] in SHARES:
+            args["min"], demotes, where = threshold(claim, r)
+            if args["min"] is None:  # a derived gate without a speed-up to derive from: nothing to check
+                args["min"] = 0.0
         for side in (("a", "b") if args.get("side") == "both" else (args.get("side"),)):
             reason = CHECKS[r["check"]](s, **{**args, **({"side": side} if side else {})})
+            if reason and demotes and where and r["check"] in SHARES:
+                reason = f"{reason} (threshold {where})"
             share, at = SHARES[r["check"]](s, side) if r["check"] in SHARES else (float("nan"), None)
-            out.append(Outcome(r["check"], side, args, reason, share, at))
+            out.append(Outcome(r["check"], side, args, reason if demotes else "", share, at, demotes, where))
     return out
+
+
+def context(claim: dict[str, Any], outs: list[Outcome]) -> str:
+    """The share checks without a sourced or derived threshold, in words, shown beside the verdict
+    (never a demotion): "allreduce_sgd's communication share 12% (below 25%, the harness's choice,
+    without a source)"."""
+    parts = []
+    for o in outs:
+        if o.demotes or o.check not in SHARES:
+            continue
+        what = "communication" if o.check == "comm_share" else "compute"
+        share = "unknown (no time breakdown)" if o.share != o.share else f"{o.share:.0%}"
+        where = ("" if o.check == "comm_share" and o.straggler in (None, "none") else
+                 " without straggler" if o.straggler == "none" else f" at {o.straggler}")
+        side = claim[o.side]["method"] if o.side in ("a", "b") else "the setting"
+        rel = ("" if o.share != o.share else "at or above" if o.share >= o.args["min"] else "below")
+        parts.append(f"{side}'s {what} share{where} {share} ({rel + ' ' if rel else ''}{o.args['min']:.0%}, "
+                     f"{o.threshold}: not a demotion)")
+    return "; ".join(parts)
 
 
 def check(claim: dict[str, Any], config: dict[str, Any], table: pd.DataFrame, nodes: int, straggler: str) -> str:

@@ -208,8 +208,18 @@ def _check_shape(c: dict[str, Any], where: str) -> None:
         raise ConfigError(f"{where}.control", "compare 'ratio_vs_control' needs the control setting: "
                                               "control: {experiment: ..., straggler: ..., nodes: ...}")
     for r in (c.get("mechanism") or {}).get("requires", []):
-        if r["check"] in ("comm_share", "compute_share") and ("side" not in r or "min" not in r):
-            raise ConfigError(f"{where}.mechanism.requires", f"check {r['check']!r} needs side (a, b or both) and min")
+        share = r["check"] in ("comm_share", "compute_share")
+        if share and ("side" not in r or ("min" in r) == bool(r.get("derived"))):
+            raise ConfigError(f"{where}.mechanism.requires", f"check {r['check']!r} needs side (a, b or both) and "
+                                                             "either min (with its source, if any) or derived: true")
+        if ("source" in r or "derived" in r) and not share:
+            raise ConfigError(f"{where}.mechanism.requires", f"check {r['check']!r} takes no source or derived: "
+                                                             "those are for comm_share and compute_share thresholds")
+        if r.get("derived") and r["check"] != "comm_share":
+            raise ConfigError(f"{where}.mechanism.requires", f"check {r['check']!r} cannot be derived: only "
+                                                             "comm_share has a derivation (1 - 1/s)")
+        if r.get("derived") and "source" in r:
+            raise ConfigError(f"{where}.mechanism.requires", "derived: true or source, not both")
         if r.get("side") in ("b", "both") and not c.get("b"):
             raise ConfigError(f"{where}.mechanism.requires",
                               f"check {r['check']!r} names side {r['side']}; the claim has one side")
@@ -231,6 +241,13 @@ def _check_shape(c: dict[str, Any], where: str) -> None:
             raise ConfigError(f"{where}.expect.value", f"op 'between' needs [low, high] with low <= high, got {v!r}")
     elif isinstance(v, list):
         raise ConfigError(f"{where}.expect.value", f"op {c['expect']['op']!r} needs a number, got {v!r}")
+    from .mechanisms import derived_min  # noqa: PLC0415
+
+    if any(r.get("derived") for r in (c.get("mechanism") or {}).get("requires", [])) and derived_min(c) is None:
+        raise ConfigError(f"{where}.mechanism.requires", "derived: true needs a ratio of step or epoch times "
+                                                         "(time_per_epoch_s, time_per_step_s) that states a speed-up: "
+                                                         "a pass region away from 1 or a published value; give min "
+                                                         "instead")
 
 
 def _check_finite(node: Any, key: str) -> None:

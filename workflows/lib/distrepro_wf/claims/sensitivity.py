@@ -46,35 +46,52 @@ from impls.backends import is_simulated
 
 from . import closedform as cf
 
-#: the uncertain parameters: (name, label, how, low, high, reason); ``how``: "scale" multiplies the
-#: nominal value, "value" is absolute (the range is widened to include the nominal value)
+#: the uncertain parameters: (name, label, how, low, high, kind, source, reason); ``how``: "scale"
+#: multiplies the nominal value, "value" is absolute (the range is widened to include the nominal
+#: value).  ``kind``: an ``uncertainty`` range has a ``source`` (what the paper's cluster could have
+#: been, by a measurement someone published): a verdict that flips inside it is at most
+#: inconclusive.  A ``scenario`` axis has none (no paper reports its cluster's background load,
+#: jitter, latency or staging path): it is a property of *a* cluster, not an uncertainty about
+#: the paper's, and never demotes a verdict; the row says whether the verdict holds or flips
+#: under it (``scenarios`` column, :attr:`Result.scenarios`).
 RANGES: tuple[dict[str, Any], ...] = (
     {"name": "compute_s", "label": "compute per step", "how": "scale", "low": 0.5, "high": 3.0,
+     "kind": "uncertainty",
+     "source": "SlowMo Table 2a (OSGP 271 ms a step with its exchange hidden: about 3x the 89.7 ms nominal)",
      "reason": "nominal compute is NVIDIA's tuned device throughput (impls/sim/profiles.py DEVICE); the papers' "
                "own rows on the same cluster imply slower steps (SlowMo Table 2a OSGP 271 ms with its exchange "
                "hidden, i.e. about 3x the 89.7 ms), mixed precision or DALI halve it"},
     {"name": "efficiency", "label": "bandwidth efficiency", "how": "value", "low": 0.3, "high": 1.0,
+     "kind": "uncertainty", "source": "NVIDIA/nccl #209, #398, #450, nccl-tests #83 (docs/sim-parameter-sources.md)",
      "reason": "achieved fraction of the NIC's rate for every message: NCCL over TCP sockets measured 32-65 % "
                "of line rate at 20-100 Gb/s (NVIDIA/nccl #209, #398, #450, nccl-tests #83), one 10 GbE TCP "
                "stream ~94 %; 1 = SimGrid's LV08 flow model as simulated (docs/sim-parameter-sources.md)"},
     {"name": "msg_overhead_s", "label": "per-message overhead (s)", "how": "value", "low": 0.0, "high": 200e-6,
+     "kind": "uncertainty",
+     "source": "NVIDIA/nccl src/graph/tuning.cc (9.6 us a ring step), nccl-tests #82 (38-46 us a broadcast)",
      "reason": "opcost's 10 us per message is ASSUMED (impls/sim/opcost.py TCP_MSG_US): NCCL's own model "
                "charges 9.6 us per inter-node ring step, an 8-byte NCCL broadcast over sockets measured 38-46 us, "
                "gloo on this machine's loopback 34-45 us; up to 200 us with buffer registration"},
     {"name": "latency_s", "label": "latency", "how": "scale", "low": 0.2, "high": 5.0,
+     "kind": "scenario",
      "reason": "the presets' latencies are typical figures, not the papers' (50 us on 10 GbE): kernel TCP on "
                "switched Ethernet measures 10-250 us end to end"},
     {"name": "background", "label": "background load", "how": "value", "low": 0.0, "high": 0.75,
+     "kind": "scenario",
      "reason": "no paper reports the share of its network other jobs used: from a dedicated cluster (0) to a "
                "heavily shared one (75 %); shared_hpc's 50 % has no source"},
     {"name": "jitter", "label": "compute jitter (CV)", "how": "value", "low": 0.0, "high": 0.15,
+     "kind": "scenario",
      "reason": "3 % is assumed; step-time variation on GPU clusters is 1-15 % (input pipeline, OS noise, "
                "thermal throttling), and a synchronous step waits for the slowest draw"},
     {"name": "stage_bandwidth", "label": "host/device staging bandwidth", "how": "scale", "low": 0.25, "high": 4.0,
+     "kind": "scenario",
      "reason": "opcost's 12 GB/s per staged message is ASSUMED (impls/sim/opcost.py, PCIe 3.0 x16 pinned copies); "
                "pageable copies reach 3-6 GB/s, GPUDirect RDMA skips the copy; it moves only the parameter-server "
                "family's closed forms, whose server stages every push and reply"},
     {"name": "overlap", "label": "AR/backward overlap", "how": "value", "low": 0.0, "high": 1.0,
+     "kind": "uncertainty",
+     "source": "facebookresearch/stochastic_gradient_push commits 33c362c (no overlap), 1230036 (DDP)",
      "reason": "DDP's bucketed all-reduce hides behind the backward pass (1); the SGP reference's AR-SGD of "
                "the v1 paper's time does not (0: parameters averaged after the step, its commit 33c362c), its "
                "PyTorch-1.0 version is DDP (commit 1230036); the papers do not say which rows used which"},
@@ -178,12 +195,21 @@ def _setter(spec: dict[str, Any], nominal: cf.Point) -> tuple[Callable[[float], 
     return (lambda v: lambda p: p.with_(**{name: v})), min(spec["low"], nom), max(spec["high"], nom), nom
 
 
+UNCERTAINTY, SCENARIO = "uncertainty", "scenario"
+
+
+def is_scenario(spec: dict[str, Any]) -> bool:
+    """Whether a range is a scenario axis (no source: reported, never demoting)."""
+    return spec.get("kind") == SCENARIO
+
+
 @dataclass
 class Result:
     closed_form: float  # the closed-form statistic at the nominal point
-    text: str  # "holds across the ranges" / "flips when X passes v; ..."
-    flips: bool
+    text: str  # over the sourced ranges: "holds across the ranges" / "flips when X passes v; ..."
+    flips: bool  # the verdict flips inside a sourced (uncertainty) range
     tornado: list[dict[str, Any]]  # per parameter: low/high values and the scaled statistic there
+    scenarios: str = ""  # "holds under every scenario (...)" / "flips to X under scenario Y above v; ..."
 
 
 def _grid(spec: dict[str, Any], low: float, high: float) -> list[float]:
@@ -244,7 +270,7 @@ def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
     if not (math.isfinite(lo) and math.isfinite(hi)):
         lo = hi = m
     base = judge(lo, hi)
-    flips, tornado = [], []
+    flips, tornado, scen = [], [], []
     for spec in RANGES:
         make, low, high, nom = _setter(spec, nominal)
         k = lambda v: fn(make(v)) / r0  # noqa: E731
@@ -252,19 +278,34 @@ def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
         vals = [m * k(v) for v in grid]
         tornado.append({"parameter": spec["name"], "label": spec["label"], "low": low, "high": high, "nominal": nom,
                         "at_low": vals[0], "at_high": vals[-1], "min": min(vals), "max": max(vals),
-                        "reason": spec["reason"], "flips_at": math.nan, "gate_at": math.nan,
-                        "gate_statistic": math.nan})
+                        "reason": spec["reason"], "kind": spec.get("kind", UNCERTAINTY), "flips_at": math.nan,
+                        "gate_at": math.nan, "gate_statistic": math.nan})
         for b, direction in crossings(grid, nom, lambda v: judge(lo * k(v), hi * k(v)) != base):
-            flips.append((spec, b, direction, judge(lo * k(b), hi * k(b))))
+            (scen if is_scenario(spec) else flips).append((spec, b, direction, judge(lo * k(b), hi * k(b))))
             if math.isnan(tornado[-1]["flips_at"]):
                 tornado[-1]["flips_at"] = b
         at = gate.tornado.get(spec["name"], math.nan) if gate is not None else math.nan
         tornado[-1].update(gate_at=at, gate_statistic=m * k(at) if math.isfinite(at) else math.nan)
+    scenarios = scenario_text([(s, v, d, f"flips to {to}") for s, v, d, to in scen], nominal)
     if not flips:
-        return Result(r0, HOLDS, False, tornado)
+        return Result(r0, HOLDS, False, tornado, scenarios)
     text = "; ".join(f"flips to {to} when {s['label']} passes {_fmt(s, v)} ({'above' if d > 0 else 'below'} "
                      f"nominal {_fmt(s, _setter(s, nominal)[3])})" for s, v, d, to in flips)
-    return Result(r0, text, True, tornado)
+    return Result(r0, text, True, tornado, scenarios)
+
+
+def scenario_text(changes: list[tuple[dict[str, Any], float, int, str]], nominal: cf.Point) -> str:
+    """What the scenario axes (:func:`is_scenario`) do to a verdict or a gate, in words: "flips to
+    inconclusive under scenario background load above 0.31 (nominal 0); holds under latency, compute
+    jitter (CV), host/device staging bandwidth"; ``changes``: (range, value, direction, what)."""
+    axes = [s for s in RANGES if is_scenario(s)]
+    parts = [f"{what} under scenario {s['label']} {'above' if d > 0 else 'below'} {_fmt_abs(s, v, nominal)} "
+             f"(nominal {_fmt_abs(s, _setter(s, nominal)[3], nominal)})" for s, v, d, what in changes]
+    moved = {s["name"] for s, _, _, _ in changes}
+    held = [s["label"] for s in axes if s["name"] not in moved]
+    if not parts:
+        return "holds under every scenario (" + ", ".join(held) + ")"
+    return "; ".join(parts) + (f"; holds under {', '.join(held)}" if held else "")
 
 
 # ------------------------------------------------------------------ the mechanism gates through the ranges
@@ -293,6 +334,7 @@ class Gate:
     flips: list[tuple[dict[str, Any], float, int]]  # (range, value, direction) where that changes
     text: str  # "the setting shows the mechanism only when ..." / "... stops showing ..." / "... nowhere ..."
     tornado: dict[str, float]  # parameter name -> the first value where the gates flip
+    scenarios: str = ""  # where the gates change along a scenario axis (context, never demoting)
 
 
 def _gate_share(c: dict[str, Any], config: dict[str, Any], o: Any, nodes: int
@@ -331,7 +373,7 @@ def gates(c: dict[str, Any], config: dict[str, Any], outcomes: list[Any], nodes:
     without one).  A passing gate without a closed form is taken to pass throughout."""
     from .mechanisms import SHARES  # noqa: PLC0415
 
-    shares = [o for o in outcomes if o.check in SHARES]
+    shares = [o for o in outcomes if o.check in SHARES and o.demotes]
     if not shares or any(o.reason for o in outcomes if o.check not in SHARES):
         return None
     swept = []
@@ -347,10 +389,14 @@ def gates(c: dict[str, Any], config: dict[str, Any], outcomes: list[Any], nodes:
     nominal = swept[0][2]
     state = lambda f: tuple(fn(f) >= o.args["min"] for o, fn, _, _ in swept)  # noqa: E731
     base = all(not o.reason for o in shares)
-    flips, first, best = [], {}, {}
+    flips, first, best, scen = [], {}, {}, []
     for spec in RANGES:
         make, low, high, nom = _setter(spec, nominal)
         grid = _grid(spec, low, high)
+        if is_scenario(spec):  # context: where the gates change along a scenario axis, never demoting
+            scen += [(spec, b, d, "shows the mechanism" if not base else "stops showing the mechanism")
+                     for b, d in crossings(grid, nom, lambda v: all(state(make(v))) != base)]
+            continue
         for v in grid:  # the highest share each failing gate reaches, and where
             for o, fn, _, what in swept:
                 x = fn(make(v))
@@ -359,13 +405,14 @@ def gates(c: dict[str, Any], config: dict[str, Any], outcomes: list[Any], nodes:
         for b, direction in crossings(grid, nom, lambda v: all(state(make(v))) != base):
             flips.append((spec, b, direction))
             first.setdefault(spec["name"], b)
+    scenarios = "the setting " + scenario_text(scen, nominal) if scen else ""
     if not flips:
         if base:
-            return Gate(True, [], "the setting shows the mechanism across the ranges", {})
+            return Gate(True, [], "the setting shows the mechanism across the ranges", {}, scenarios)
         parts = [f"{what} reaches at most {x:.0%} (at {s['label']} {_fmt_abs(s, v, nominal)}), below {lo:.0%}"
                  for what, (x, s, v, lo) in best.items()]
-        return Gate(False, [], "the setting shows the mechanism nowhere in the ranges (one parameter at a time): "
-                    + "; ".join(parts), {})
+        return Gate(False, [], "the setting shows the mechanism nowhere in the sourced ranges (one parameter at a "
+                    "time): " + "; ".join(parts), {}, scenarios)
     changed: dict[str, None] = {}  # the gates that change at some flip, in order
 
     def where(spec: dict[str, Any], v: float, d: int) -> str:
@@ -379,9 +426,9 @@ def gates(c: dict[str, Any], config: dict[str, Any], outcomes: list[Any], nodes:
     places = " or ".join(where(*f) for f in flips)
     gate = f" ({' and '.join(changed)})" if changed else ""
     if base:
-        return Gate(True, flips, f"the setting stops showing the mechanism{gate} when {places}", first)
+        return Gate(True, flips, f"the setting stops showing the mechanism{gate} when {places}", first, scenarios)
     return Gate(False, flips, f"the setting shows the mechanism{gate} only when {places}; at the nominal point it "
-                "does not", first)
+                "does not", first, scenarios)
 
 
 def _fmt_abs(spec: dict[str, Any], v: float, nominal: cf.Point) -> str:

@@ -344,3 +344,110 @@ def test_a_gate_failing_across_the_ranges_stays_not_comparable():
                         columns=["method", "nodes", "straggler", "seed", "time_per_epoch_s", "bd_comm_s"])
     [r] = wfclaims.evaluate_claim(c, real, {"realx": runs}, {}, {})
     assert r["status"] == "not comparable" and "nowhere" not in r["reason"] and r["sensitivity"] == ""
+
+
+# ------------------------------------------------------------------ issue 31: size verdicts, gates with sources
+
+def _sized(published, m=0.80, lo=0.79, hi=0.81, status="reproduced"):
+    """SGP / AR-SGD on the star at 8 nodes (closed form 0.795415 above) with a published size."""
+    c = {**_claim("sgp_1peer", "allreduce_sgd"), "published": {"value": published, "nodes": [8]}}
+    row = {**_row(status, m, lo, hi), "published": published, "unit": "x", "scale": "log"}
+    return wfclaims.label_row(c, CONFIG, row)
+
+
+@pytest.mark.parametrize("published,size", [(0.9, "reproduced"), (1.2, "inconclusive"), (0.5, "not reproduced"),
+                                            (3.1, "not reproduced")])
+def test_size_verdict_inside_between_and_outside(published, size):
+    """Our interval [0.79, 0.81] widened by x/÷ 1.25: [0.632, 1.0125] (0.9 inside: reproduced).  The
+    sourced ranges scale it at most by 1.538110 (full AR/backward overlap: AR 0.381113 - 0.133333 =
+    0.247780, SGP/AR 1.223436 over 0.795415) and at least by 0.852206 (efficiency 0.3: SGP 0.2 +
+    50e-6 + 1e8 / 0.291e9 = 0.543693, AR 0.2 + 14 (50e-6 + 1.25e7 / 0.291e9) = 0.802074, 0.677860
+    over 0.795415), widened alike: [0.79 x 0.852206 / 1.25, 0.81 x 1.538110 x 1.25] = [0.538594,
+    1.557336]: 1.2 lies only there (inconclusive), 0.5 and 3.1 outside both (not reproduced).  The
+    scenario axes do not widen it (background load alone would reach below 0.5)."""
+    row = _sized(published)
+    assert row["size_status"] == size
+    assert (row["size_low"], row["size_high"]) == (pytest.approx(0.632), pytest.approx(1.0125))
+    assert row["size_range_low"] == pytest.approx(0.538594, abs=2e-6)
+    assert row["size_range_high"] == pytest.approx(1.557336, abs=2e-5)
+    assert row["size_reason"].startswith(f"0.8x [0.79, 0.81] against {published:g}x published; tolerance ×/÷ 1.25")
+
+
+def test_size_is_na_with_the_reason_without_a_published_magnitude():
+    row = wfclaims.label_row(_claim("sgp_1peer", "allreduce_sgd"), CONFIG, _row("reproduced", 0.8, 0.79, 0.81))
+    assert (row["size_status"], row["size_reason"]) == ("n/a", "the paper states no magnitude")
+    c = {**_claim("sgp_1peer", "allreduce_sgd"), "published": {"value": 0.7, "nodes": [32]}}
+    other = wfclaims.label_row(c, CONFIG, {**_row("reproduced", 0.8, 0.79, 0.81), "published": 0.7, "scale": "log"})
+    assert (other["size_status"], other["size_reason"]) == ("n/a", "the published value is for 32 nodes")
+
+
+def test_a_difference_size_is_judged_in_its_unit():
+    """A difference: [-0.9, -0.3] points widened by ± 0.5 = [-1.4, 0.2]; no sensitivity on accuracy."""
+    c = {**_claim("sgp_1peer", "allreduce_sgd", metric="final_acc"), "compare": "difference",
+         "published": {"value": -0.85}}
+    row = lambda p: wfclaims.label_row({**c, "published": {"value": p}}, CONFIG, {  # noqa: E731
+        **_row("reproduced", -0.6, -0.9, -0.3), "published": p, "unit": "pt", "scale": "linear"})
+    assert row(-0.85)["size_status"] == "reproduced" and row(-1.5)["size_status"] == "not reproduced"
+    assert row(-0.85)["size_reason"].startswith("-0.6 pt [-0.9, -0.3] against -0.85 pt published; tolerance ± 0.5")
+
+
+def test_a_gate_without_a_source_is_context_not_a_demotion():
+    """The same gate as the not-comparable one above (45 % < 90 %) without a source: the row is
+    judged (reproduced; the verdict holds across the ranges) and the share is shown beside it."""
+    row = _gated_row("comm_share", 0.9, source=None)
+    assert row["status"] == "reproduced" and row["sensitivity"] == sens.HOLDS
+    assert row["gate_context"] == ("allreduce_sgd's communication share 45% (below 90%, the harness's choice, "
+                                   "without a source: not a demotion)")
+    assert row["reason"].endswith("context (not a demotion): " + row["gate_context"])
+    # nor does one that would flip inside the ranges (the 50 % gate of the inconclusive test above)
+    assert _gated_row("comm_share", 0.5, source=None)["status"] == "reproduced"
+
+
+def _derived_row(published, comm=0.45):
+    """SGP / AR-SGD = 0.5 (as :func:`_gated_row`) with AR's communication share gated by a threshold
+    derived from the published speed-up."""
+    c = {**_claim("sgp_1peer", "allreduce_sgd"), "paper": "p", "statement": "s", "where": {"stragglers": ["none"]},
+         "published": {"value": published, "nodes": [8]},
+         "mechanism": {"text": "t", "requires": [{"check": "comm_share", "side": "b", "derived": True}]}}
+    rows = [(m, 8, "none", s, t, t * comm if m == "allreduce_sgd" else 0.1, 0.5) for m, t in
+            (("sgp_1peer", 0.5), ("allreduce_sgd", 1.0)) for s in (1, 2, 3)]
+    runs = pd.DataFrame(rows, columns=["method", "nodes", "straggler", "seed", "time_per_epoch_s", "bd_comm_s",
+                                       "bd_compute_s"])
+    [row] = wfclaims.evaluate_claim(c, GATE_CONFIG, {"simx": runs}, {}, {})
+    return wfclaims.label_row(c, GATE_CONFIG, row)
+
+
+def test_a_derived_gate_demotes():
+    """Published 0.25x: a speed-up of 4 needs AR-SGD to communicate at least 1 - 1/4 = 75 % of its
+    step, even against a method without communication.  Measured 45 %: the sourced ranges raise it
+    to 71 % at most (efficiency 0.3, the 90 % test above): not comparable, the threshold's
+    derivation in the reason.  Published 0.9x: 1 - 0.9 = 10 %, below 45 % everywhere in the sourced
+    ranges (at most 22 % lower, at 3x the compute): judged.  Published 0.7x: 30 % at the nominal point
+    but not at 3x the compute (0.45 x 0.232 / 0.475 = 22 %): a derived gate flipping inside the
+    ranges makes the row inconclusive, like a sourced one."""
+    row = _derived_row(0.25)
+    assert row["status"] == "not comparable"
+    assert ("communication is 45% of allreduce_sgd's epoch time (< 75%): the network cannot decide this setting "
+            "(threshold derived from the published 0.25x: a speed-up of 4x needs a communication share of at least "
+            "1 - 1/4 = 75%, even for a method without communication)") in row["reason"]
+    assert row["size_status"] == "n/a"
+    assert _derived_row(0.9)["status"] == "reproduced"
+    flips = _derived_row(0.7)
+    assert flips["status"] == "inconclusive" and "(allreduce_sgd's communication share >= 30%) when compute per " \
+        "step passes" in flips["reason"]
+
+
+def test_a_harness_check_that_does_not_pass_is_not_reproduced():
+    """A harness check is judged at its nominal parameters: a sensitivity flip does not demote it
+    (the 0.8 row above flips at AR/backward overlap 0.543), and an interval straddling the pass
+    region's boundary is a failure, not "inconclusive"."""
+    c = {**_claim("sgp_1peer", "allreduce_sgd"), "harness": True}
+    held = wfclaims.label_row(c, CONFIG, _row("reproduced", 0.80, 0.79, 0.81))
+    assert held["status"] == "reproduced" and held["sensitivity"].startswith("flips to inconclusive")
+    failed = wfclaims.label_row(c, CONFIG, _row("inconclusive", 0.99, 0.95, 1.03))
+    assert failed["status"] == "not reproduced"
+    assert failed["reason"].startswith("a harness check that does not pass fails: the interval [0.95, 1.03] "
+                                       "straddles the pass region's boundary")
+    # without an interval the estimate decides
+    assert wfclaims.label_row(c, CONFIG, _row("inconclusive", 1.2, math.nan, math.nan))["status"] == "not reproduced"
+    assert wfclaims.label_row(c, CONFIG, _row("inconclusive", 0.9, math.nan, math.nan))["status"] == "reproduced"

@@ -34,7 +34,7 @@ SIZE_STATUSES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NA)
 
 #: the declared size tolerance per scale, with its reason (the claim's ``scale``: log for ratios)
 TOLERANCE: dict[str, dict[str, Any]] = {
-    "log": {"factor": 1.25, "text": "x/÷ 1.25",
+    "log": {"factor": 1.25, "text": "×/÷ 1.25",
             "reason": "±25 % on the log scale: the simulator agrees with real TCP on shaped links within 15 % at "
                       "38 of 40 rows (results/bench/sim_vs_netns.csv, issue 31), and a published time per "
                       "iteration is one run on a cluster shared with other jobs; a size off by more than a quarter "

@@ -35,6 +35,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from impls.backends import is_simulated
 
 from ..claims import evaluate as wfclaims
+from ..claims import size as wfsize
 from . import evidence
 from .pages import paper_of_experiment
 from .plots import _time_word, bytes_column, experiment_figures, figure_notes
@@ -63,6 +64,9 @@ SUMMARY_COLS = {"final_acc": ("final top-1 (%)", 100.0), "time_per_epoch_s": ("s
 STATUS_CLASS = {wfclaims.REPRODUCED: "st-ok", wfclaims.NOT_REPRODUCED: "st-fail",
                 wfclaims.INCONCLUSIVE: "st-inc", wfclaims.PROVISIONAL: "st-prov",
                 wfclaims.NOT_COMPARABLE: "st-nc"}
+#: the size verdict's class (:mod:`distrepro_wf.claims.size`)
+SIZE_CLASS = {wfsize.REPRODUCED: "st-ok", wfsize.NOT_REPRODUCED: "st-fail", wfsize.INCONCLUSIVE: "st-inc",
+              wfsize.NA: "st-nc"}
 #: the interval's position, said without a status word (a provisional row's note)
 INTERVAL_WORDS = {wfclaims.REPRODUCED: "the interval lies inside the pass region",
                   wfclaims.NOT_REPRODUCED: "the interval lies outside the pass region",
@@ -96,6 +100,14 @@ def split_counts(summary: pd.DataFrame) -> list[dict[str, Any]]:
         sel = summary[where == key]
         out.append({"key": key, "label": label, "n": len(sel), "counts": sel["shown"].value_counts().to_dict()})
     return out
+
+
+def size_counts(summary: pd.DataFrame) -> dict[str, int]:
+    """The front page's size verdicts (:func:`distrepro_wf.claims.size.overall` per claim), counted:
+    every size status, n/a included (a claim whose paper states no magnitude, or not judged)."""
+    sizes = summary["size"] if "size" in summary else pd.Series(wfsize.NA, index=summary.index)
+    counts = sizes.fillna(wfsize.NA).replace("", wfsize.NA).value_counts().to_dict()
+    return {st: int(counts.get(st, 0)) for st in wfsize.SIZE_STATUSES}
 
 
 def not_run(summary: pd.DataFrame, commands: dict[str, tuple[str, str]]) -> dict[str, Any]:
@@ -206,9 +218,15 @@ def _label_fields(r: Any, tornado_dir: Path | None = None, rel_to: Path | None =
     tornado figure where one was drawn."""
     cf = r.get("closed_form", math.nan) if hasattr(r, "get") else math.nan
     cf = pd.to_numeric(pd.Series([cf]), errors="coerce").iloc[0]
+    # "n/a" reads back from claims.csv as NaN (pandas' default missing values): a reason without a status is n/a
+    size_status = _text(r, "size_status") or (wfsize.NA if _text(r, "size_reason") else "")
+    verdicts = (wfsize.row_text(wfclaims.shown_status(r["status"], r.get("provisional", "")), size_status,
+                                _text(r, "size_reason")) if size_status else "")
     return {"runs_on": _text(r, "runs_on"), "speed_result": _text(r, "speed_result"),
             "closed_form": "" if pd.isna(cf) else _fmt(cf), "sensitivity": _text(r, "sensitivity"),
-            "published_fitted": _text(r, "published_fitted"), "tornado": _tornado_src(r, tornado_dir, rel_to)}
+            "published_fitted": _text(r, "published_fitted"), "tornado": _tornado_src(r, tornado_dir, rel_to),
+            "scenarios": _text(r, "scenarios"), "verdicts": verdicts, "size_status": size_status,
+            "size_cls": SIZE_CLASS.get(size_status, "")}
 
 
 #: where rule tornado draws (reports/figures/tornado/<claim>.png), relative to reports/
@@ -437,7 +455,8 @@ def build(experiments: list[str], config: dict[str, Any], tables_dir: Path, out:
         failed=_html_table(failed_df[[c for c in ("experiment", "method", "nodes", "straggler", "seed", "kind", "reason", "log")
                                       if c in failed_df]]) if len(failed_df) else "",
         missing=missing.to_dict("records"), no_runs=no_runs, absent=_html_table(absent) if len(absent) else "",
-        totals=summary["shown"].value_counts().to_dict(), n_claims=len(summary),
+        totals=summary["shown"].value_counts().to_dict(), n_claims=len(summary), size_totals=size_counts(summary),
+        size_class=SIZE_CLASS, size_tolerance=wfsize.TOLERANCE,
         split=split_counts(summary), not_run=not_run(summary, commands),
         n_numbers=len(published.numbers), n_verified=int((published.numbers["verified"] == "yes").sum()),
         provenance=_html_table(pd.concat(prov).drop_duplicates()) if prov else "<p><em>no runs</em></p>",

@@ -41,7 +41,8 @@ from ..claims.survival import km_median
 #: the contract's new claims.csv columns and their value when an older claims.csv lacks them
 CLAIM_DEFAULTS = {"page": None, "mechanism": "", "pass_low": math.nan, "pass_high": math.nan, "scale": None,
                   "control": "", "control_measured": math.nan, "control_low": math.nan, "control_high": math.nan,
-                  "setting": None, "runs_on": ""}
+                  "setting": None, "runs_on": "", "size_status": "", "size_reason": "", "size_low": math.nan,
+                  "size_high": math.nan, "scenarios": "", "gate_context": ""}
 PAPER_PAGE, HARNESS_PAGE = "paper", "harness"
 
 
@@ -69,9 +70,10 @@ def claim_frame(results: pd.DataFrame, claims_yaml: list[dict[str, Any]] | None 
         if col not in df:
             df[col] = default
     for c in ("pass_low", "pass_high", "control_measured", "control_low", "control_high", "published", "measured",
-              "ci_low", "ci_high", "nodes"):
+              "ci_low", "ci_high", "nodes", "size_low", "size_high"):
         df[c] = pd.to_numeric(df[c], errors="coerce") if c in df else math.nan
-    for c in ("mechanism", "control", "reason", "provisional", "straggler", "unit", "runs_on"):
+    for c in ("mechanism", "control", "reason", "provisional", "straggler", "unit", "runs_on", "size_status",
+              "size_reason", "scenarios", "gate_context"):
         df[c] = df[c].fillna("").astype(str) if c in df else ""
     for c in ("page", "scale", "setting"):  # an all-empty column reads back as float NaN: text from here on
         df[c] = df[c].astype(object)

@@ -54,6 +54,8 @@ _PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#
 _STYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 3))]
 STATUS_COLOURS = {"reproduced": "#1b7a1b", "not reproduced": "#b01515", "inconclusive": "#c27c00",
                   "provisional": "#3a4fa0", "not comparable": "#888888"}
+#: the published value's cross in the forest plot, by the row's size verdict (black: n/a)
+SIZE_COLOURS = {"reproduced": "#1b7a1b", "not reproduced": "#b01515", "inconclusive": "#c27c00", "n/a": "black"}
 
 
 def method_colour(method: str, config: dict[str, Any] | None = None) -> str:
@@ -524,7 +526,9 @@ def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
     on a log axis, differences in points on a linear one, anything else on its own), one row
     per claim x setting with the pass region shaded, the estimate and its 95 % interval coloured
     by the status shown (provisional never green), the control setting's statistic as a hollow
-    diamond, and the published value as a labelled black cross."""
+    diamond, the published value as a labelled cross coloured by the row's size verdict (black:
+    n/a) and our interval widened by the size tolerance as a thin bracket under it
+    (:mod:`distrepro_wf.claims.size`)."""
     from .evidence import panels
 
     if frame.empty:
@@ -538,7 +542,7 @@ def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
     for ax, (scale, unit, g) in zip(axes[:, 0], groups):
         g = g.reset_index(drop=True)
         vals = pd.concat([g[c] for c in ("measured", "ci_low", "ci_high", "control_measured", "control_low",
-                                         "control_high", "published")]).astype(float)
+                                         "control_high", "published", "size_low", "size_high") if c in g]).astype(float)
         finite = vals[np.isfinite(vals) & ((vals > 0) if scale == "log" else True)]
         regions = pd.concat([g["pass_low"], g["pass_high"]]).astype(float)
         regions = regions[np.isfinite(regions) & ((regions > 0) if scale == "log" else True)]
@@ -569,13 +573,22 @@ def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
                 ax.plot([r["control_measured"]], [y - 0.25], marker="D", ms=5, mfc="white", mec="#555",
                         ls="none", label="control setting" if "control setting" not in
                         ax.get_legend_handles_labels()[1] else None)
+            slo, shi = (float(r.get("size_low", math.nan)), float(r.get("size_high", math.nan)))
+            if np.isfinite(slo) and np.isfinite(shi) and (scale != "log" or slo > 0):  # the size tolerance
+                ax.plot([slo, slo, shi, shi], [y + 0.12, y, y, y + 0.12], color=c, lw=0.8, alpha=0.7,
+                        label="our interval widened by the size tolerance"
+                        if "our interval widened by the size tolerance" not in ax.get_legend_handles_labels()[1]
+                        else None)
             if np.isfinite(r["published"]) and (scale != "log" or r["published"] > 0):
-                ax.plot([r["published"]], [y + 0.25], marker="X", ms=7, color="black", ls="none",
+                size = r.get("size_status") or ""
+                ax.plot([r["published"]], [y + 0.25], marker="X", ms=7, ls="none",
+                        color=SIZE_COLOURS.get(size, "black"), mec="black", mew=0.5,
                         label="published value" if "published value" not in ax.get_legend_handles_labels()[1]
                         else None)
                 at = _node_list(r.get("published_nodes"))  # the published value's scale, when not ours
                 other_scale = bool(at) and not (np.isfinite(r["nodes"]) and int(r["nodes"]) in at)
-                ax.annotate(f"published (n={', '.join(map(str, at))})" if other_scale else "published",
+                ax.annotate((f"published (n={', '.join(map(str, at))})" if other_scale else "published")
+                            + (f"; size {size}" if size else ""),
                             (r["published"], y + 0.25),
                             xytext=(4, 2), textcoords="offset points", fontsize=6)
         for st, c in STATUS_COLOURS.items():

@@ -666,18 +666,23 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
     keys = ("setting", "status", "measured", "ci", "p_better", "p_pass", "seeds", "published", "gap")
     # per-seed ratios 0.5, 1.3, 0.7: geomean 0.7691, exp(mean log +- t_{0.975,2} se) = [0.2307, 2.564]
     assert {k: cell["r"][k] for k in keys} == {
-        "setting": "n=4, none", "status": "inconclusive", "measured": "0.7691 x",
+        "setting": "n=4, none", "measured": "0.7691 x",
+        "status": "inconclusive direction: inconclusive · size: reproduced (0.769x [0.231, 2.56] against 0.724x "
+                  "published)",
         "ci": "[0.2307, 2.564] paired t (log ratio), df 2", "p_better": "0.776 2/3 seeds", "p_pass": "0.776",
         "seeds": "3 / 3", "published": "0.724 SlowMo", "gap": "0.0451"}
     assert {k: cell["v"][k] for k in keys + ("expected",)} == {
-        "setting": "n=4, none", "status": "reproduced", "measured": "92 %", "ci": "[87.03, 96.97] one-sample t, df 2",
+        "setting": "n=4, none", "measured": "92 %", "ci": "[87.03, 96.97] one-sample t, df 2",
+        "status": "reproduced direction: reproduced · size: reproduced (92 % [87, 97] against 93 % published)",
         "p_better": "", "p_pass": "0.987", "seeds": "3", "published": "93 n", "gap": "-1", "expected": "a >= 85"}
     assert {k: cell["z"][k] for k in ("status", "measured", "ci", "p_better", "p_pass")} == {
-        "status": "not reproduced zero spread: every seed gives the same value, the interval is the point",
+        "status": "not reproduced direction: not reproduced · size: n/a (the paper states no magnitude) zero spread: "
+                  "every seed gives the same value, the interval is the point",
         "measured": "0.3 x", "ci": "[0.3, 0.3] paired t (log ratio), df 2",
         "p_better": "1 3/3 seeds", "p_pass": "0"}  # the same ratio at every seed: zero spread
     # 2 seeds of dpsgd against 3 of allreduce_sgd (unpaired): provisional, whatever its interval says
-    assert cell["p"]["status"] == ("provisional provisional: 2 seeds on the smaller side, fewer than 3; zero "
+    assert cell["p"]["status"] == ("provisional direction: provisional · size: n/a (the paper states no magnitude) "
+                                   "provisional: 2 seeds on the smaller side, fewer than 3; zero "
                                    "spread: every seed gives the same value, the interval is the point; the "
                                    "interval lies inside the pass region")
     assert (cell["p"]["ci"], cell["p"]["seeds"]) == ("[0.5, 0.5] Welch t (log ratio), df 3", "2 / 3")
@@ -707,7 +712,8 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
                                        rf.html_classes(out.parent / "papers" / "sgp.html")["claims"])}
     assert {cid: c[4] for cid, c in classes.items()} == {"r": {"st-inc"}, "v": {"st-ok"}, "z": {"st-fail"},
                                                          "p": {"st-prov"}, "f": {"st-nc"}, "s": {"st-inc"}}
-    assert cell["s"]["status"].startswith("inconclusive reproduced at the nominal parameters, but the verdict flips")
+    assert cell["s"]["status"].startswith("inconclusive direction: inconclusive · size: n/a (the paper states no "
+                                          "magnitude) reproduced at the nominal parameters, but the verdict flips")
     assert cell["s"]["sensitivity"].startswith("flips to not reproduced when compute per step passes")
     assert {cid: c[14] - {"l"} for cid, c in classes.items()} == {
         **{cid: {"speed-result", "real"} for cid in "rvzpf"}, "s": {"speed-result", "simulated"}}
@@ -719,6 +725,10 @@ def test_report_cells_show_the_measured_value_interval_and_gap(tmp_path):
         assert f'id="split-{where}">On {label}: {n} claims' in index, where
         for cls, k in counts.items():
             assert re.search(rf'id="split-{where}-{cls}">{k} ', index), (where, cls)
+    # issue 31: the front page counts the size verdicts too (claims r and v: reproduced; the others n/a)
+    assert re.search(r'id="size-reproduced">2 reproduced</span>, <span class="st-fail" id="size-not-reproduced">0 not '
+                     r'reproduced</span>, <span class="st-inc" id="size-inconclusive">0 inconclusive</span>, <span '
+                     r'class="st-nc" id="size-na">5 n/a</span>', index)
     # the claims this config does not run are in neither split: counted on their own line, so that
     # real + simulated + not run = every claim (5 + 1 + 1 = 7)
     assert re.search(r"Claims: 7;", index)
@@ -1178,3 +1188,69 @@ def test_a_same_accuracy_claim_needs_both_sides_at_their_plateau():
     shipped = {x["id"]: x for x in wfpublished.load(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())).claims}
     assert {"check": "plateau", "side": "both", "max_gain": 0.025} in \
         shipped["ddcgu_same_accuracy_as_sync"]["mechanism"]["requires"]
+
+
+# ------------------------------------------------------------------ issue 31: gates with sources
+
+
+def test_a_share_gate_is_sourced_derived_or_context(tmp_path):
+    """A share check's threshold is written with its source, derived from the claim, or bare (the
+    harness's choice: context); the combinations that mean nothing are errors naming the key."""
+    def gate(published=None, **g):
+        return claim(experiment="sgp_sim", mechanism={"text": "t", "requires": [{"check": "comm_share", "side": "b",
+                                                                                  **g}]},
+                     **({"published": published} if published else {}))
+    load = lambda c: wfpublished.load(rf.CONFIG, _published_with(tmp_path, [c]))  # noqa: E731
+    for bad, words in (({"min": 0.2, "derived": True}, "either min"), ({}, "either min"),
+                       ({"derived": True, "source": "x"}, "derived: true or source, not both"),
+                       ({"derived": True}, "derived: true needs a ratio of step or epoch times")):
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            load(gate(**bad))
+    with pytest.raises(ConfigError, match="takes no source or derived"):
+        load(claim(mechanism={"text": "t", "requires": [{"check": "network", "source": "x"}]}))
+    with pytest.raises(ConfigError, match="only comm_share has a derivation"):
+        load(claim(mechanism={"text": "t", "requires": [{"check": "compute_share", "side": "b", "derived": True}]}))
+    load(gate(derived=True, published={"value": 0.724, "note": "n"}))
+    load(gate(min=0.2, source="a paper"))
+
+
+def test_shipped_share_gates_demote_only_with_a_derived_threshold():
+    """No shipped share gate has a source: the five that demote are derived from the claim's
+    speed-up (1 - 1/s: SlowMo 2a's 0.724 -> 27.6 %, 0.891 -> 10.9 %, 2b's 0.743 -> 25.7 %, signSGD's
+    0.75 -> 25 %, AD-PSGD's 4x -> 75 %); every other one is context."""
+    from distrepro_wf.claims import mechanisms
+
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    claims = wfpublished.load(cfg).claims
+    derived = {c["id"]: round(mechanisms.derived_min(c)[0], 3) for c in claims
+               for r in (c.get("mechanism") or {}).get("requires", []) if r.get("derived")}
+    assert derived == {"sgp_epoch_faster_than_ar": 0.276, "osgp_epoch_faster_than_sgp": 0.109,
+                       "sgp_transformer_epoch_faster_than_ar": 0.257, "adpsgd_epoch_4to8x_faster": 0.75,
+                       "signum_mv_faster_than_ar_slow_net": 0.25}
+    assert not [c["id"] for c in claims for r in (c.get("mechanism") or {}).get("requires", []) if "source" in r]
+
+
+def test_every_sensitivity_range_is_sourced_or_a_scenario():
+    from distrepro_wf.claims import sensitivity as sens
+
+    assert all(r["kind"] in ("uncertainty", "scenario") for r in sens.RANGES)
+    assert all(r.get("source") for r in sens.RANGES if r["kind"] == "uncertainty")
+    assert {r["name"] for r in sens.RANGES if r["kind"] == "scenario"} == {"latency_s", "background", "jitter",
+                                                                          "stage_bandwidth"}
+
+
+def test_a_harness_straggler_check_that_fails_is_not_reproduced(tmp_path):
+    """ar_slowed_by_straggler's shape (issue 31): AR-SGD 1.016x slower with a 4x straggler against a
+    pass region of >= 2, its compute share gate without a source: judged, and a failure, never
+    "inconclusive" or "not comparable"."""
+    cfg = copy.deepcopy(rf.CONFIG)
+    cfg["experiments"]["sgp_sim"]["stragglers"] = ["none", "slow1x4"]
+    c = claim(experiment="sgp_sim", harness=True, a={"method": "allreduce_sgd", "straggler": "slow1x4"},
+              b={"method": "allreduce_sgd", "straggler": "none"}, expect={"op": ">=", "value": 2.0, "tolerance": 0.0},
+              where={"stragglers": ["slow1x4"]},
+              mechanism={"text": "slow worker", "requires": [{"check": "compute_share", "side": "b", "min": 0.4}]})
+    runs = _timed([("allreduce_sgd", 4, st, s, t * (1 + 0.001 * s), 0.6, 0.19) for s in (1, 2, 3)
+                   for st, t in (("none", 13.55), ("slow1x4", 13.77))])
+    r = _eval_sim(tmp_path, [c], runs, cfg).iloc[0]
+    assert r["status"] == "not reproduced"
+    assert "context (not a demotion): allreduce_sgd's compute share without straggler 19% (below 40%" in r["reason"]

@@ -221,7 +221,8 @@ def _label_fields(r: Any, tornado_dir: Path | None = None, rel_to: Path | None =
     # "n/a" reads back from claims.csv as NaN (pandas' default missing values): a reason without a status is n/a
     size_status = _text(r, "size_status") or (wfsize.NA if _text(r, "size_reason") else "")
     verdicts = (wfsize.row_text(wfclaims.shown_status(r["status"], r.get("provisional", "")), size_status,
-                                _text(r, "size_reason")) if size_status else "")
+                                _text(r, "size_reason"))
+                if size_status and r.get("status") != wfclaims.NOT_COMPARABLE else "")
     return {"runs_on": _text(r, "runs_on"), "speed_result": _text(r, "speed_result"),
             "closed_form": "" if pd.isna(cf) else _fmt(cf), "sensitivity": _text(r, "sensitivity"),
             "published_fitted": _text(r, "published_fitted"), "tornado": _tornado_src(r, tornado_dir, rel_to),

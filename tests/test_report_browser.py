@@ -379,3 +379,24 @@ def test_real_and_simulated_verdicts_apart(browser, rendered):
     flips = cells["osgp_epoch_faster_than_sgp"]
     assert flips[15].text.startswith("flips to inconclusive when")
     assert "st-ok" not in flips[4].get_attribute("class").split()
+
+
+def test_rows_read_direction_and_size_and_the_front_page_counts_both(browser, rendered):
+    """Issue 31: a claim row reads "direction: <verdict> · size: <verdict> (...)", n/a with its reason
+    where the published value is for another scale; the front page counts the size verdicts beside
+    the direction ones."""
+    root, pages = rendered
+    summary = wfclaims.summarize(pd.read_csv(root / "results" / "tables" / "claims.csv"))
+    inspect(browser, root / "reports" / "index.html")
+    sizes = browser.find_element("id", "size-totals")
+    assert sizes.text.startswith("Size of the effect against the published one:")
+    assert browser.find_element("id", "size-na").text == f"{int((summary['size'] == 'n/a').sum())} n/a"
+    assert int((summary["size"] == "n/a").sum()) == len(summary)  # the fixture runs 4 nodes, the papers 32
+    sgp = next(p for p in pages if p.name == "sgp.html")
+    inspect(browser, sgp)
+    cells = {}
+    for row in browser.find_elements("css selector", "table.claims tbody tr"):
+        td = row.find_elements("tag name", "td")
+        cells[td[0].text] = td
+    verdicts = cells["sgp_epoch_faster_than_ar"][4].find_element("css selector", ".verdicts").text
+    assert verdicts == "direction: reproduced · size: n/a (the published value is for 32 nodes)"

@@ -844,7 +844,7 @@ def test_a_straggler_claim_needs_compute_bound_steps(tmp_path):
     judged = _eval_sim(tmp_path, [c], runs(0.6), cfg).iloc[0]
     assert judged["status"] == "inconclusive" and judged["reason"].startswith(
         "reproduced at the nominal parameters, but the setting stops showing the mechanism (allreduce_sgd's compute "
-        "share >= 40%) when compute per step passes")
+        "share >= 40%, sourced) when compute per step passes")
 
 
 def test_exact_averaging_makes_an_accuracy_claim_not_comparable(tmp_path):

@@ -288,8 +288,9 @@ def test_a_gate_failing_at_the_nominal_point_but_passing_inside_the_ranges_is_in
     # = 0.223748 -> e <= 0.808851; background b: 0.0128866 / (1 - b) >= 0.015932 -> b >= 0.191146
     row = _gated_row("comm_share", 0.5)
     assert row["status"] == "inconclusive"
-    assert row["reason"].startswith("the setting shows the mechanism (allreduce_sgd's communication share >= 50%) "
-                                    "only when compute per step passes 0.809x = 162 ms (below nominal 1x = 200 ms")
+    assert row["reason"].startswith("the setting shows the mechanism (allreduce_sgd's communication share >= 50%, "
+                                    "sourced) only when compute per step passes 0.809x = 162 ms (below nominal 1x = "
+                                    "200 ms")
     assert "at the nominal point it does not (communication is 45% of allreduce_sgd's epoch time (< 50%)" \
         in row["reason"] and "measured 0.5 [0.5, 0.5], its interval alone: reproduced" in row["reason"]
     assert _passes_at(row["reason"], "compute per step") == pytest.approx(0.80945, abs=1e-4)
@@ -314,7 +315,8 @@ def test_a_gate_passing_at_the_nominal_point_but_failing_inside_the_ranges_is_at
     row = _gated_row("comm_share", 0.4)
     assert row["status"] == "inconclusive"
     assert row["reason"].startswith("reproduced at the nominal parameters, but the setting stops showing the "
-                                    "mechanism (allreduce_sgd's communication share >= 40%) when compute per step passes")
+                                    "mechanism (allreduce_sgd's communication share >= 40%, sourced) when compute "
+                                    "per step passes")
     assert _passes_at(row["reason"], "compute per step") == pytest.approx(1.23821, abs=1e-4)
     assert _passes_at(row["reason"], "AR/backward overlap") == pytest.approx(0.261308, abs=1e-4)
     # a gate that holds across the ranges (45 % >= 10 % everywhere: at full overlap 18 %) changes nothing
@@ -433,8 +435,8 @@ def test_a_derived_gate_demotes():
     assert row["size_status"] == "n/a"
     assert _derived_row(0.9)["status"] == "reproduced"
     flips = _derived_row(0.7)
-    assert flips["status"] == "inconclusive" and "(allreduce_sgd's communication share >= 30%) when compute per " \
-        "step passes" in flips["reason"]
+    assert flips["status"] == "inconclusive"
+    assert "(allreduce_sgd's communication share >= 30%, derived) when compute per step passes" in flips["reason"]
 
 
 def test_a_harness_check_that_does_not_pass_is_not_reproduced():

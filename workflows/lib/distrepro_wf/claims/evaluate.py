@@ -954,7 +954,7 @@ def read_tables(tables_dir: Path, experiments: Iterable[str]) -> tuple[dict[str,
 #: columns of results/tables/sensitivity.csv (one row per claim x setting x parameter)
 SENSITIVITY_COLUMNS = ["claim", "nodes", "straggler", "measured", "closed_form", "pass_low", "pass_high", "parameter",
                        "label", "low", "high", "nominal", "at_low", "at_high", "min", "max", "flips_at", "gate_at",
-                       "gate_statistic", "reason"]
+                       "gate_statistic", "reason", "kind"]
 
 
 def sensitivity_table(published: Published, config: dict[str, Any], results: pd.DataFrame,

@@ -419,7 +419,8 @@ def gates(c: dict[str, Any], config: dict[str, Any], outcomes: list[Any], nodes:
         make, low, high, nom = _setter(spec, nominal)
         for (o, _, _, what), was, now in zip(swept, state(lambda p: p), state(make(v))):
             if was != now:
-                changed[f"{what} >= {o.args['min']:.0%}"] = None
+                how = "derived" if o.threshold.startswith("derived") else "sourced"
+                changed[f"{what} >= {o.args['min']:.0%}, {how}"] = None
         return (f"{spec['label']} passes {_fmt_abs(spec, v, nominal)} ({'above' if d > 0 else 'below'} nominal "
                 f"{_fmt_abs(spec, nom, nominal)}; range {_fmt(spec, low)}-{_fmt(spec, high)})")
 

@@ -500,7 +500,8 @@ def tornado(table: pd.DataFrame, path: Path, title: str = "") -> None:
         plo, phi = float(g["pass_low"].iloc[0]), float(g["pass_high"].iloc[0])
         ax.axvspan(max(plo, lo_all), min(phi, hi_all), color="#2a9d2a", alpha=0.13, lw=0, label="pass region")
         ax.axvline(m, color="black", lw=1, label=f"simulated {m:.3g}")
-        ax.set_yticks(ys, [f"{r['label']} [{r['low']:.3g}, {r['high']:.3g}]"
+        ax.set_yticks(ys, [f"{r['label']}{' (scenario)' if r.get('kind') == 'scenario' else ''} "
+                           f"[{r['low']:.3g}, {r['high']:.3g}]"
                            + (f"  flips at {r['flips_at']:.3g}" if np.isfinite(r["flips_at"]) else "")
                            + (f"  gate at {r['gate_at']:.3g}" if np.isfinite(r.get("gate_at", np.nan)) else "")
                            for _, r in g.iterrows()], fontsize=7)

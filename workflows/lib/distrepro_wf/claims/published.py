@@ -241,6 +241,10 @@ def _check_shape(c: dict[str, Any], where: str) -> None:
             raise ConfigError(f"{where}.expect.value", f"op 'between' needs [low, high] with low <= high, got {v!r}")
     elif isinstance(v, list):
         raise ConfigError(f"{where}.expect.value", f"op {c['expect']['op']!r} needs a number, got {v!r}")
+
+
+def _check_derived(c: dict[str, Any], where: str) -> None:
+    """A ``derived`` share gate needs a speed-up of a step time to derive its threshold from."""
     from .mechanisms import derived_min  # noqa: PLC0415
 
     if any(r.get("derived") for r in (c.get("mechanism") or {}).get("requires", [])) and derived_min(c) is None:
@@ -497,6 +501,7 @@ def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR, config_dir: Pa
         if c["metric"] not in METRICS:
             raise ConfigError(f"{where}.metric", f"unknown metric {c['metric']!r}; known: {', '.join(METRICS)}")
         _check_reachable(c, where)
+        _check_derived(c, where)
         if c["paper"] not in papers:
             raise ConfigError(f"{where}.paper", f"unknown paper {c['paper']!r}; known: {', '.join(papers)}")
         for s in c["sources"]:

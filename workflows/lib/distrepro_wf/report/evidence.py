@@ -74,7 +74,7 @@ def claim_frame(results: pd.DataFrame, claims_yaml: list[dict[str, Any]] | None 
         df[c] = pd.to_numeric(df[c], errors="coerce") if c in df else math.nan
     for c in ("mechanism", "control", "reason", "provisional", "straggler", "unit", "runs_on", "size_status",
               "size_reason", "scenarios", "gate_context"):
-        df[c] = df[c].fillna("").astype(str) if c in df else ""
+        df[c] = df[c].astype(object).fillna("").astype(str) if c in df else ""
     for c in ("page", "scale", "setting"):  # an all-empty column reads back as float NaN: text from here on
         df[c] = df[c].astype(object)
     for i, r in df.iterrows():

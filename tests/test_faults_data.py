@@ -33,12 +33,14 @@ import os
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from test_collect import check_damaged_run, collect, tree, write_atomic, write_run  # noqa: F401  (tree: fixture)
 from test_sim_runs import sim_config
 
 from distrepro_wf.pipeline import runs
-from distrepro_wf.pipeline.collect import TABLES, rebuild_token, staleness_table, table_problems
+from distrepro_wf.pipeline.collect import (DERIVED, DERIVED_MANIFEST, TABLES, derived_problems, derived_token,
+                                           rebuild_token, staleness_table, table_problems, write_derived)
 from impls.sim.calibration import build_profile
 from impls.sim.profiles import profile_config
 
@@ -198,3 +200,76 @@ def test_a_table_that_fails_its_check_is_set_aside_to_be_rebuilt(tree, damage, p
     assert all(kept[t].read_bytes() == before[t] and not (tables / f"{t}.csv").exists() for t in problems)
     assert all((tables / f"{t}.csv").exists() for t in set(TABLES) - set(problems))
     assert rebuild_token(tables, [launch]) == token
+
+
+def test_a_dry_run_sets_no_table_aside(tree):
+    """``snakemake -n`` changes nothing on disk (issue 34, case 6): a table failing its check is
+    only named (the token says which, so the dry run's plan shows the rebuild); the run that
+    executes sets it aside."""
+    launch, _ = tree
+    tables = launch.parent.parent.parent / "tables" / "exp"
+    good = dict(zip(("epochs", "runs", "failed", "evals"), collect([launch])))
+    good["staleness"] = staleness_table([launch])
+    for t in TABLES:
+        write_atomic(good[t], tables / f"{t}.csv")
+    _cut_half(tables / "runs.csv")
+    before = {p.name: p.read_bytes() for p in tables.iterdir()}
+    token = rebuild_token(tables, [launch], change=False)
+    assert {p.name: p.read_bytes() for p in tables.iterdir()} == before
+    assert token == "runs.csv.pending", token
+    assert rebuild_token(tables, [launch]) not in ("", token)  # the real run: set aside, another token
+    assert list(tables.glob("runs.csv.damaged-*"))
+
+
+# -- issue 34: rule compare's tables (claims, claims_summary, sensitivity) ------------------------
+
+
+def _write_claims(d: Path) -> None:
+    rows = [{"claim": f"c{i:02d}", "status": "reproduced", "seeds_a": 3, "seeds_b": 3, "value": i / 7}
+            for i in range(51)]
+    write_derived({"claims": pd.DataFrame(rows),
+                   "claims_summary": pd.DataFrame(rows)[["claim", "status"]],
+                   "sensitivity": pd.DataFrame({"claim": ["c00", "c01"], "parameter": ["alpha", "beta"],
+                                                "low": [0.9, 1.0], "high": [1.1, 1.2]})}, d)
+
+
+# (id, damage, {table: start of the reason})
+DERIVED_DAMAGE = [
+    ("claims_cut_at_a_row_boundary", lambda d: _drop_last_rows(d / "claims.csv", 31),
+     {"claims": "its 20 rows are not what rule compare wrote"}),
+    ("claims_cut_mid_row", lambda d: _cut_half(d / "claims.csv"), {"claims": "its last row is cut short"}),
+    ("summary_last_row_dropped", lambda d: _drop_last_rows(d / "claims_summary.csv"),
+     {"claims_summary": "its 50 rows are not what rule compare wrote"}),
+    ("sensitivity_changed_in_place", lambda d: (d / "sensitivity.csv").write_text(
+        (d / "sensitivity.csv").read_text().replace("0.9", "9.0")), {"sensitivity": "its 2 rows are not what"}),
+    ("summary_not_utf8", lambda d: (d / "claims_summary.csv").write_bytes(b"\xff\xfe\n"),
+     {"claims_summary": "unreadable"}),
+    ("manifest_gone", lambda d: (d / DERIVED_MANIFEST).unlink(),
+     {t: "no checksum in claims.SHA256SUMS" for t in DERIVED}),
+]
+
+
+@pytest.mark.parametrize("damage,problems", [c[1:] for c in DERIVED_DAMAGE], ids=[c[0] for c in DERIVED_DAMAGE])
+def test_a_claims_table_cut_in_place_is_set_aside_to_be_rebuilt(tmp_path, damage, problems):
+    """The claims tables were consumed however cut (issue 34, cases 1 and 2): 20 of 51 claim rows
+    reached the report silently, and a half row killed the report rule, whose outputs Snakemake
+    then deleted, on every later run.  Now each fails its check against the checksums rule
+    compare wrote; rule compare's token sets it aside before any job (so compare rebuilds it and
+    the report is never built from it); a dry run only names it."""
+    d = tmp_path / "tables"
+    _write_claims(d)
+    assert derived_problems(d) == {} and derived_token(d) == ""  # intact: trusted
+    damage(d)
+    found = derived_problems(d)
+    assert set(found) == set(problems) and all(found[t].startswith(w) for t, w in problems.items()), found
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    dry = derived_token(d, change=False)  # snakemake -n: nothing changes
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+    assert dry == ",".join(sorted(f"{t}.csv.pending" for t in problems))
+    token = derived_token(d)
+    kept = {p.name.split(".csv.damaged-")[0]: p for p in d.glob("*.csv.damaged-*")}
+    assert sorted(kept) == sorted(problems) and token == ",".join(sorted(p.name for p in kept.values()))
+    assert all(kept[t].read_bytes() == before[f"{t}.csv"] and not (d / f"{t}.csv").exists() for t in problems)
+    assert derived_token(d) == token  # stable until rebuilt
+    _write_claims(d)  # compare's rerun
+    assert derived_problems(d) == {} and derived_token(d) == token

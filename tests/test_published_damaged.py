@@ -164,6 +164,17 @@ CASES = [
     pytest.param(_replace(C, FIRST_EXPECT, 'expect: {op: "<", value: 0.0, tolerance: 0.0}'),
                  [f"{C}: claims[0] ({FIRST_CLAIM}).expect.value: can never be reproduced: a ratio of time_per_epoch_s"],
                  id="row9-claim-ratio-unreachable"),
+    # issue 34, case 4: an expect its own published number contradicts (a typo in either)
+    pytest.param(_replace(C, "    published:\n      value: 0.32\n", "    published:\n      value: 3.2\n"),
+                 [f"{C}: claims[1] (sgp_tta_faster_than_ar).expect: contradicts the claim's own published number: "
+                  "published.value 3.2 fails expect < 1.0 (tolerance 0.0)"], id="i34-published-value-typo"),
+    pytest.param(_replace(C, FIRST_EXPECT + "\n    published:\n      value: 0.32",
+                          'expect: {op: ">", value: 1.0, tolerance: 0.0}\n    published:\n      value: 0.32'),
+                 [f"{C}: claims[1] (sgp_tta_faster_than_ar).expect: contradicts the claim's own published number: "
+                  "published.value 0.32 fails expect > 1.0"], id="i34-expect-op-flipped"),
+    pytest.param(_replace(C, "published: {value: -0.85,", "published: {value: -1.85,"),
+                 ["(sgp_top1_within_1p2_of_ar).expect: contradicts the claim's own published number: "
+                  "published.value -1.85 fails expect"], id="i34-published-difference-outside"),
 ]
 
 

@@ -245,14 +245,37 @@ def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     assert "Nothing to be done" in proc.stdout + proc.stderr
     kept_now = {d: snapshot(d) for d in n1}
     # 5b. tables cut in half in place are not trusted: the next invocation sets them aside and
-    #    rebuilds them (collect's params token), and the claims and the report from them
+    #    rebuilds them (collect's params token), and the claims and the report from them; a dry
+    #    run only says so and changes nothing on disk (issue 34)
     for t in ("runs.csv", "evals.csv"):
         (tables / t).write_bytes((tables / t).read_bytes()[: (tables / t).stat().st_size // 2])
+    before = _tree_digest(tmp_path)
     proc = smk(tmp_path, "--configfile", cfgfile, "-n")
     assert "runs.csv fails its check" in proc.stderr and "evals.csv fails its check" in proc.stderr
     plan = [line.split() for line in proc.stdout.splitlines()]
     assert ["collect", "1"] in plan and ["compare", "1"] in plan and ["report", "1"] in plan, proc.stdout
+    assert _tree_digest(tmp_path) == before  # nothing set aside by a dry run
+    proc = smk(tmp_path, "--configfile", cfgfile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(list(tables.glob("runs.csv.damaged-*"))) == len(list(tables.glob("evals.csv.damaged-*"))) == 1
+    pd.testing.assert_frame_equal(pd.read_csv(tables / "runs.csv").sort_values(["nodes", "seed"])[VALUES]
+                                  .reset_index(drop=True), good)
+    # 5c. the claims tables likewise (issue 34): claims.csv cut mid-row and claims_summary.csv at a row
+    #    boundary are set aside before any job and rebuilt; the report is rebuilt from the good ones,
+    #    never deleted for a bad one
+    derived = tmp_path / "results" / "tables"
+    claims_rows = len(pd.read_csv(derived / "claims.csv"))
+    report_html = (tmp_path / "reports" / "index.html").read_text()
+    c = derived / "claims.csv"
+    c.write_bytes(c.read_bytes()[: c.stat().st_size // 2])
+    summ = derived / "claims_summary.csv"
+    summ.write_text("".join(summ.read_text().splitlines(keepends=True)[:-1]))
+    proc = smk(tmp_path, "--configfile", cfgfile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "claims.csv fails its check" in proc.stderr and "claims_summary.csv fails its check" in proc.stderr
+    assert len(pd.read_csv(derived / "claims.csv")) == claims_rows
+    assert len(list(derived.glob("claims.csv.damaged-*"))) == len(list(derived.glob("claims_summary.csv.damaged-*"))) == 1
+    assert (tmp_path / "reports" / "index.html").read_text().count("<tr") == report_html.count("<tr")
     # 6. a changed config whose rerun fails leaves the previous good result in place: only the
     #    2-rank runs' straggler changes (nothing to kill any more: the reruns need not be slow),
     #    so only their group reruns, and rank 1 dies in it
@@ -265,6 +288,14 @@ def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     assert all(snapshot(d) == kept_now[d] for d in n1)  # the 1-rank group was not rerun
     assert sorted(pd.read_csv(tables / "runs.csv")["nodes"]) == [1, 1]
     assert set(pd.read_csv(tables / "epochs.csv")["nodes"]) == {1}
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under root/results and root/reports."""
+    import hashlib
+
+    return {str(q.relative_to(root)): hashlib.sha256(q.read_bytes()).hexdigest()
+            for sub in ("results", "reports") for q in sorted((root / sub).rglob("*")) if q.is_file()}
 
 
 def test_timeout_is_per_run_and_failure_kinds_of_one_launch(tmp_path):

@@ -153,4 +153,12 @@ def tables_token(experiment):
     so that collect rebuilds it (and what was made from it) rather than anyone trusting it:
     Snakemake regenerates neither a missing intermediate file nor one cut in place (its
     modification time is new).  See distrepro_wf.pipeline.collect.rebuild_token."""
-    return wfcollect.rebuild_token(f"results/tables/{experiment}", launches(experiment))
+    return wfcollect.rebuild_token(f"results/tables/{experiment}", launches(experiment), change=executing())
+
+
+def executing():
+    """Whether this invocation runs jobs (and may set damaged tables aside): not a dry run
+    (-n), --touch, --summary, --report, --lint or a DAG listing (no executor then), nor a job
+    a cluster executor spawned (the main process checked the tables before submitting it)."""
+    return (workflow.is_main_process and workflow.executor_plugin is not None and not workflow.dryrun
+            and not workflow.touch)

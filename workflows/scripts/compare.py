@@ -6,7 +6,7 @@ from pathlib import Path
 from distrepro_wf.claims import evaluate as claims
 
 from distrepro_wf.claims import published as wfpublished
-from distrepro_wf.pipeline.collect import write_atomic
+from distrepro_wf.pipeline.collect import write_atomic, write_derived
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format="%(levelname)s %(message)s")
@@ -15,9 +15,10 @@ published = wfpublished.load(config)
 runs, failed = claims.read_tables(Path("results/tables"), list(sm.params.experiments))
 results = claims.evaluate(published, config, runs, failed)
 summary = claims.summarize(results)
-write_atomic(results, Path(sm.output.claims))
-write_atomic(summary, Path(sm.output.summary))
-write_atomic(claims.sensitivity_table(published, config, results, runs), Path(sm.output.sensitivity))
+# the three tables, then their checksums (checked before the next invocation's jobs)
+tables = {"claims": results, "claims_summary": summary,
+          "sensitivity": claims.sensitivity_table(published, config, results, runs)}
+write_derived(tables, Path(sm.output.manifest).parent)  # = results/tables: sm.output.claims etc.
 for out in sm.output.per_paper:
     write_atomic(results[results["paper"] == Path(out).stem], Path(out))
 for out in sm.output.numbers:

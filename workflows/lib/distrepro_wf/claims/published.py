@@ -21,7 +21,8 @@ Validation rules (what is an error, what is only "not comparable"):
   whose ``source`` is ``-``, a ``range`` with low > high.
 * Also an error: a claim number that is not finite (``expect.value: .nan`` passes the schema's
   ``type: number`` and made every setting "inconclusive"), a pass region the statistic can
-  never reach (the metric's bounds in the catalogue, :func:`_check_reachable`), and an
+  never reach (the metric's bounds in the catalogue, :func:`_check_reachable`), a pass region
+  that excludes the claim's own ``published.value`` (:func:`_check_published_agrees`), and an
   ``experiment`` or ``control.experiment`` that neither ``config`` nor any known config file
   (:data:`CONFIG_GLOBS` under ``config/``) defines: a typo that made the claim "not comparable"
   for ever.
@@ -297,6 +298,25 @@ def _check_reachable(c: dict[str, Any], where: str) -> None:
                                                    f"{c['expect']['tolerance']!r}")
 
 
+def _check_published_agrees(c: dict[str, Any], where: str) -> None:
+    """A claim's ``expect`` must hold for its own published number: ``published.value`` is the
+    published statistic in the claim's unit (the schema), so a pass region that excludes it makes
+    the report call "reproduced" a statement its cited number refutes (``value`` 0.32 typed 3.2
+    under ``expect: < 1``, or ``<`` flipped to ``>``).  A claim without a published number
+    (``value: null``, a derived or qualitative statement) is not checked."""
+    v = (c.get("published") or {}).get("value")
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return
+    from .evaluate import _above, _below, pass_region  # claims imports this module
+
+    region = pass_region(c["expect"])
+    if _below(v, region) or _above(v, region):
+        e = c["expect"]
+        raise ConfigError(f"{where}.expect", f"contradicts the claim's own published number: published.value "
+                                             f"{v!r} fails expect {e['op']} {e['value']!r} (tolerance "
+                                             f"{e['tolerance']!r}); fix the expect or the published value")
+
+
 def _registered_algorithms() -> set[str]:
     from impls.algorithms import load_all
 
@@ -502,6 +522,7 @@ def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR, config_dir: Pa
             raise ConfigError(f"{where}.metric", f"unknown metric {c['metric']!r}; known: {', '.join(METRICS)}")
         _check_reachable(c, where)
         _check_derived(c, where)
+        _check_published_agrees(c, where)
         if c["paper"] not in papers:
             raise ConfigError(f"{where}.paper", f"unknown paper {c['paper']!r}; known: {', '.join(papers)}")
         for s in c["sources"]:

@@ -24,7 +24,9 @@ One damaged run never fails the collection of the others, and the tables are wri
 atomically (a crash never leaves a half-written table).  A table damaged later (cut in place)
 fails its own check against the runs on disk (:func:`table_problems`) and is set aside at the
 start of the next invocation, so that it is rebuilt rather than trusted
-(:func:`set_aside_bad_tables`).
+(:func:`set_aside_bad_tables`); so are the claims tables made from them (rule compare's,
+:func:`derived_problems`, against the checksums it wrote).  A dry run (``snakemake -n``) only
+says what it would set aside.
 """
 
 from __future__ import annotations
@@ -679,24 +681,114 @@ def table_problems(table_dir: Path, launch_paths: Iterable[Path]) -> dict[str, s
 def set_aside_bad_tables(table_dir: Path, launch_paths: Iterable[Path]) -> list[tuple[str, str, Path]]:
     """Move each table of :func:`table_problems` aside (``<table>.csv.damaged-<time>``); returns
     ``(table, why, where it was kept)`` for each."""
+    return _set_aside(table_dir, table_problems(table_dir, launch_paths))
+
+
+def _set_aside(table_dir: Path, problems: dict[str, str]) -> list[tuple[str, str, Path]]:
     out = []
-    for t, why in table_problems(table_dir, launch_paths).items():
+    for t, why in problems.items():
         p = Path(table_dir) / f"{t}.csv"
         if p.exists():
             out.append((t, why, runs._keep_aside(p, f"{p.name}.damaged")))
     return out
 
 
-def rebuild_token(table_dir: Path | str, launch_paths: Iterable[Path]) -> str:
+def _token(table_dir: Path, problems: dict[str, str], change: bool, what: str) -> str:
+    """Set aside the tables of ``problems`` with a warning (``change``), or only say so (a dry
+    run, ``snakemake -n``: nothing on disk changes, and the token names the tables that would be
+    set aside, so that the dry run's plan shows their rebuild); then the token: the copies set
+    aside, and those pending."""
+    table_dir = Path(table_dir)
+    if change:
+        for t, why, kept in _set_aside(table_dir, problems):
+            print(f"WARNING: {table_dir / (t + '.csv')} fails its check ({why}); kept as {kept.name}, rebuilt from "
+                  f"{what}", file=sys.stderr)
+        pending = []
+    else:
+        for t, why in problems.items():
+            print(f"WARNING: {table_dir / (t + '.csv')} fails its check ({why}); a run that is not a dry run "
+                  f"sets it aside and rebuilds it from {what} (nothing changed now)", file=sys.stderr)
+        pending = [f"{t}.csv.pending" for t in problems]
+    return ",".join(sorted([p.name for p in table_dir.glob("*.csv.damaged-*")] + pending))
+
+
+def rebuild_token(table_dir: Path | str, launch_paths: Iterable[Path], change: bool = True) -> str:
     """Rule collect's ``params.rebuild`` (evaluated by Snakemake on every invocation, ``-n``
     too): first sets aside the experiment's tables that fail their check
     (:func:`set_aside_bad_tables`, with a warning), then names the copies set aside.  A new copy
     changes the token, so Snakemake's params rerun trigger rebuilds the tables from the runs,
     and with them the claims, figures and report made from them; once rebuilt, the token is
     stable.  (Setting a table aside alone is not enough: Snakemake does not regenerate a missing
-    intermediate file whose consumers are up to date, and a table cut in place looks new.)"""
+    intermediate file whose consumers are up to date, and a table cut in place looks new.)
+    ``change=False`` (a dry run, or any invocation that executes nothing): nothing is moved, the
+    token names the tables that would be (:func:`_token`)."""
     table_dir = Path(table_dir)
-    for t, why, kept in set_aside_bad_tables(table_dir, launch_paths):
-        print(f"WARNING: {table_dir / (t + '.csv')} fails its check ({why}); kept as {kept.name}, rebuilt from "
-              "the runs", file=sys.stderr)
-    return ",".join(sorted(p.name for p in table_dir.glob("*.csv.damaged-*")))
+    return _token(table_dir, table_problems(table_dir, launch_paths), change, "the runs")
+
+
+# -- rule compare's tables (derived from collect's and config/published/) ------------------------
+
+#: rule compare's tables in ``results/tables/``, checked by :func:`derived_problems`
+DERIVED = ("claims", "claims_summary", "sensitivity")
+#: their checksum manifest, beside them (``sha256sum -c`` reads it), written after the tables
+DERIVED_MANIFEST = "claims.SHA256SUMS"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_derived(frames: dict[str, pd.DataFrame], table_dir: Path | str) -> Path:
+    """Write rule compare's tables (``{name: frame}``, names of :data:`DERIVED`) atomically,
+    then their checksum manifest (:data:`DERIVED_MANIFEST`, atomically, last: a table written
+    without its manifest's line is not trusted).  Returns the manifest's path."""
+    table_dir = Path(table_dir)
+    for name, df in frames.items():
+        write_atomic(df, table_dir / f"{name}.csv")
+    manifest = table_dir / DERIVED_MANIFEST
+    tmp = manifest.with_name(manifest.name + ".tmp")
+    tmp.write_text("".join(f"{_sha256(table_dir / f'{n}.csv')}  {n}.csv\n" for n in sorted(frames)))
+    tmp.replace(manifest)
+    return manifest
+
+
+def derived_problems(table_dir: Path | str) -> dict[str, str]:
+    """{table: what is wrong} for rule compare's tables (:data:`DERIVED`) in ``table_dir``: one
+    that does not parse (:func:`_csv_problem`: a half row at its end), or whose bytes are not
+    those rule compare wrote (its checksum manifest, :func:`write_derived`: a table cut in place
+    at a row boundary parses, but has other bytes), or that no manifest vouches for.  A table
+    that does not exist is not checked (Snakemake makes it)."""
+    table_dir = Path(table_dir)
+    present = [t for t in DERIVED if (table_dir / f"{t}.csv").exists()]
+    if not present:
+        return {}
+    sums: dict[str, str] = {}
+    try:
+        for line in (table_dir / DERIVED_MANIFEST).read_text().splitlines():
+            digest, _, name = line.partition("  ")
+            sums[name.strip()] = digest.strip()
+    except (OSError, UnicodeDecodeError):
+        pass
+    problems = {}
+    for t in present:
+        p = table_dir / f"{t}.csv"
+        why = _csv_problem(p)
+        if why is None and f"{t}.csv" not in sums:
+            why = f"no checksum in {DERIVED_MANIFEST} (written before it, or its writing was cut off)"
+        elif why is None and _sha256(p) != sums[f"{t}.csv"]:
+            rows = max(p.read_text().count("\n") - 1, 0)
+            why = f"its {rows} rows are not what rule compare wrote (checksum in {DERIVED_MANIFEST})"
+        if why is not None:
+            problems[t] = why
+    return problems
+
+
+def derived_token(table_dir: Path | str, change: bool = True) -> str:
+    """Rule compare's ``params.rebuild``: as :func:`rebuild_token` for its tables
+    (:func:`derived_problems`): a claims table cut in place is set aside before any job, so
+    that compare rebuilds it and the report is never built from it (nor deleted for it: a
+    failing job's outputs are removed by Snakemake)."""
+    table_dir = Path(table_dir)
+    return _token(table_dir, derived_problems(table_dir), change, "the collected tables (rule compare)")

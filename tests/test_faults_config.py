@@ -293,6 +293,8 @@ def test_the_shipped_configs_have_no_duplicate_keys():
     # (profiles/default) checks it first: file, line and column, no traceback
     ("self_referential", "c.yaml: line 1, column 14: an alias refers to its own anchor"),
     ("yaml_syntax", "c.yaml: YAML syntax error: line 3, column 1: while parsing a flow sequence"),
+    # issue 34, case 5: a benchmark's setting is checked with the config, not inside its job
+    ("sweep_steps_negative", "benchmarks.sensitivity_sweep.steps: expected an integer in [1, 1000], got -3"),
 ])
 def test_the_pipeline_stops_before_any_job_and_keeps_earlier_results(tmp_path, case, message):
     text = yaml.safe_dump(TINY, sort_keys=False)
@@ -300,6 +302,8 @@ def test_the_pipeline_stops_before_any_job_and_keeps_earlier_results(tmp_path, c
         text = "experiments: &e\n  a: *e\n"
     elif case == "yaml_syntax":
         text = "experiments:\n  a: [1, 2\n"
+    elif case == "sweep_steps_negative":
+        text += "benchmarks:\n  sensitivity_sweep: {steps: -3}\n"
     elif case == "duplicate":
         text = text.replace("    methods:\n      allreduce_sgd: {}\n      sgp: {}\n",
                             "    methods:\n      allreduce_sgd: {}\n      sgp: {}\n      sgp: {nodes: [2]}\n")
@@ -317,6 +321,66 @@ def test_the_pipeline_stops_before_any_job_and_keeps_earlier_results(tmp_path, c
     assert "Traceback" not in out
     assert table.read_text() == "earlier,results\n1,2\n"
     assert not (tmp_path / "results" / "runs").exists() and not (tmp_path / "results" / "launches").exists()
+
+
+# issue 34, cases 5 and 7: (benchmark, settings, key, words of the message)
+BENCH_CASES = [
+    ("sensitivity_sweep", {"steps": -3}, "steps", "expected an integer in [1, 1000], got -3"),
+    ("sensitivity_sweep", {"steps": 0}, "steps", "expected an integer in [1, 1000], got 0"),
+    ("sensitivity_sweep", {"steps": float("nan")}, "steps", "got nan"),
+    ("sensitivity_sweep", {"steps": "three"}, "steps", "got 'three'"),
+    ("sensitivity_sweep", {"steps": 2.5}, "steps", "expected an integer"),
+    ("sensitivity_sweep", {"epochs": 1_000_000_000}, "epochs", "expected an integer in [1, 100], got 1000000000"),
+    ("sensitivity_sweep", {"claims": "sgp_epoch_faster_than_ar"}, "claims",
+     "expected a list of names ([] for all), got 'sgp_epoch_faster_than_ar'"),
+    ("sensitivity_sweep", {"timeout_s": float("inf")}, "timeout_s", "expected a finite number in (0, 604800]"),
+    ("sim_scale", {"nodes": [16, -64]}, "nodes", "expected a non-empty list of integers in [2, 1024]"),
+    ("sim_scale", {"nodes": 16}, "nodes", "expected a non-empty list of integers"),
+    ("sim_cost_model", {"sizes": [1e3, -1.0]}, "sizes", "in (0, 1e+12]"),
+    ("sim_vs_netns", {"rates_mbit": [-1]}, "rates_mbit", "expected a non-empty list of finite numbers in (0, 100000], got [-1]"),
+    ("sim_vs_netns", {"rates_mbit": [100, float("inf")]}, "rates_mbit", "got [100, inf]"),
+    ("sim_vs_netns", {"rates_mbit": [0]}, "rates_mbit", "(0, 100000]"),
+    ("sim_vs_netns", {"step_ms": -150.0}, "step_ms", "expected a finite number in (0, 600000]"),
+    ("sim_vs_netns", {"nodes": [1]}, "nodes", "[2, 64]"),
+]
+
+
+@pytest.mark.parametrize("bench,given,key,words", BENCH_CASES,
+                         ids=[f"{b}-{k}-{v!r}" for b, g, k, _ in BENCH_CASES for v in [g[k]]])
+def test_a_benchmark_setting_out_of_range_is_refused_naming_key_and_range(bench, given, key, words):
+    """Issue 34: the sweep's ``steps: -3``, ``0``, NaN, ``"three"`` failed inside the job (two as
+    bare tracebacks), ``epochs: 1e9`` was accepted (26 CPU-hours), a claim list given as a string
+    was read letter by letter, and a negative bandwidth reached ``tc``.  Each benchmark's
+    ``bench_spec`` (which bench.smk calls for every benchmark when it reads the config) refuses
+    them, naming the key and the allowed range."""
+    from distrepro_wf.bench import netnsbench, simbench
+
+    with pytest.raises(ConfigError) as e:
+        netnsbench.bench_spec(given) if bench == "sim_vs_netns" else simbench.bench_spec(bench, given)
+    assert e.value.key == f"benchmarks.{bench}.{key}", str(e.value)
+    assert words in str(e.value), str(e.value)
+
+
+def test_the_default_benchmark_settings_are_in_range():
+    from distrepro_wf.bench import netnsbench, simbench
+
+    for name in simbench.DEFAULTS:
+        simbench.bench_spec(name, None)
+    netnsbench.bench_spec(None)
+    for cfg in [ROOT / "config" / "config.yaml", *sorted((ROOT / "config").glob("*.yaml"))]:
+        given = (yaml.safe_load(cfg.read_text()) or {}).get("benchmarks") or {}
+        for name in simbench.DEFAULTS:
+            simbench.bench_spec(name, given.get(name))
+        netnsbench.bench_spec(given.get("sim_vs_netns"))
+
+
+@pytest.mark.parametrize("rate", [-1, 0, float("nan"), float("inf"), "100"])
+def test_a_testbed_refuses_a_rate_that_is_not_a_positive_finite_number(rate):
+    """A negative Mbit/s reached ``tc``, which wraps it to an unshaped link (issue 34, case 7)."""
+    from distrepro_wf.bench.netns import Testbed
+
+    with pytest.raises(ValueError, match="rate_mbit: expected a positive finite number of Mbit/s"):
+        Testbed(1, 0, 2, rate)
 
 
 def test_the_reproduce_precheck_names_the_file_and_line_of_a_yaml_syntax_error(tmp_path):

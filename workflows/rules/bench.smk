@@ -125,6 +125,10 @@ from distrepro_wf.bench import simbench as _simbench
 from distrepro_wf.claims import sweep as _sweep
 
 try:
+    # every simulated benchmark's settings, checked with the config before any job: unknown keys,
+    # wrong types and values out of range (simbench.RANGES) are refused naming the key and the range
+    for _name in _simbench.DEFAULTS:
+        _simbench.bench_spec(_name, config.get("benchmarks", {}).get(_name))
     SWEEP_SPEC = _simbench.bench_spec("sensitivity_sweep", config.get("benchmarks", {}).get("sensitivity_sweep"))
     _sweep.chosen(SWEEP_SPEC["claims"], PUBLISHED.claims)  # an unknown claim: refused before any job
 except ConfigError as e:
@@ -174,7 +178,10 @@ rule bench_sim_vs_real:
 
 from distrepro_wf.bench import netnsbench
 
-netnsbench.bench_spec(config.get("benchmarks", {}).get("sim_vs_netns"))  # unknown keys refused before any job
+try:  # unknown keys, and values out of range (netnsbench.RANGES: a bandwidth > 0), refused before any job
+    netnsbench.bench_spec(config.get("benchmarks", {}).get("sim_vs_netns"))
+except ConfigError as e:
+    raise WorkflowError(f"invalid configuration: {e}") from None
 
 
 # sim_vs_netns.csv (a target of its own: it needs root): every method on real ranks, each a host in a

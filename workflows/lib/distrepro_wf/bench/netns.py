@@ -49,6 +49,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -170,6 +171,14 @@ class Testbed:
     rate_mbit: float
     subnet: str = DEFAULT_SUBNET
     burst_kb: int = 16
+
+    def __post_init__(self) -> None:
+        # tc wraps a negative rate to an unshaped link: the "shaped" rows would be measured on it
+        if isinstance(self.rate_mbit, bool) or not isinstance(self.rate_mbit, (int, float)) or not (
+                math.isfinite(self.rate_mbit) and self.rate_mbit > 0):
+            raise ValueError(f"rate_mbit: expected a positive finite number of Mbit/s, got {self.rate_mbit!r}")
+        if isinstance(self.hosts, bool) or not isinstance(self.hosts, int) or self.hosts < 1:
+            raise ValueError(f"hosts: expected an integer >= 1, got {self.hosts!r}")
 
     @property
     def tag(self) -> str:

@@ -48,6 +48,7 @@ import pandas as pd
 from impls.errors import ConfigError
 
 from . import simbench
+from .ranges import FRACTION, TIMEOUT_S, Range, check_spec
 
 TOPK = {"name": "topk", "ratio": 0.01, "error_feedback": True}
 DEFAULTS: dict[str, Any] = {
@@ -83,6 +84,11 @@ COLUMNS = ["method", "ranks", "bandwidth_mbit", "real_step_ms", "sim_step_ms", "
            "order_agrees", "order_agrees_beyond_margin", "order_discordant", "order_real", "order_sim", "real_compute_ms", "real_comm_ms", "sim_comm_ms",
            "latency_us", "step_ms", "sim_opcost", "missing", "note"]
 OPCOST_CHOICES = ("measured", "none")
+#: the numeric settings' allowed ranges (:mod:`distrepro_wf.bench.ranges`): a bandwidth is positive and
+#: finite (a negative one reached ``tc``, which wrapped it to an unshaped link)
+RANGES = {"nodes": Range(2, 64, integer=True, many=True), "rates_mbit": Range(0, 100_000, lo_open=True, many=True),
+          "step_ms": Range(0, 600_000, lo_open=True), "warmup_steps": Range(0, 1000, integer=True),
+          "tolerance": FRACTION, "order_margin": FRACTION, "timeout_s": TIMEOUT_S}
 
 
 def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -93,6 +99,7 @@ def bench_spec(given: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ConfigError("benchmarks.sim_vs_netns", f"unknown key(s) {unknown}; allowed keys: "
                                                      f"{', '.join(sorted(spec))}")
     spec.update(copy.deepcopy(dict(given or {})))
+    check_spec("sim_vs_netns", spec, RANGES)
     if spec["sim_opcost"] not in OPCOST_CHOICES:
         raise ConfigError("benchmarks.sim_vs_netns.sim_opcost", f"{spec['sim_opcost']!r} is not allowed; allowed "
                                                                 f"values: {', '.join(OPCOST_CHOICES)}")

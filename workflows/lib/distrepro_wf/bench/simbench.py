@@ -41,6 +41,7 @@ import pandas as pd
 from impls.errors import ConfigError
 
 from ..pipeline.launch import run_command
+from .ranges import TIMEOUT_S, Range, check_spec
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -127,13 +128,33 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+#: each benchmark's numeric settings and their allowed ranges (:mod:`distrepro_wf.bench.ranges`)
+RANGES: dict[str, dict[str, Range]] = {
+    "sim_cost_model": {"nodes": Range(2, 1024, integer=True, many=True), "sizes": Range(0, 1e12, lo_open=True, many=True)},
+    "sim_slowmo": {"nodes": Range(2, 1024, integer=True)},
+    "sim_scale": {"nodes": Range(2, 1024, integer=True, many=True), "timeout_s": TIMEOUT_S},
+    "sim_paper_rows": {"timeout_s": TIMEOUT_S},
+    # ~320 simulations of epochs x steps each: 1000 x 100 steps is already hours
+    "sensitivity_sweep": {"steps": Range(1, 1000, integer=True), "epochs": Range(1, 100, integer=True),
+                          "timeout_s": TIMEOUT_S},
+    "sim_vs_real": {"nodes": Range(2, 64, integer=True), "warmup_steps": Range(0, 1000, integer=True)},
+}
+#: settings that are lists of names
+NAME_LISTS: dict[str, tuple[str, ...]] = {"sensitivity_sweep": ("claims",), "sim_cost_model": ("platforms",)}
+
+
 def bench_spec(name: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """:data:`DEFAULTS` of benchmark ``name`` with the config's keys (``benchmarks.<name>``) replacing them."""
+    """:data:`DEFAULTS` of benchmark ``name`` with the config's keys (``benchmarks.<name>``)
+    replacing them; an unknown key, or a value outside its range (:data:`RANGES`), is refused
+    naming the key and the allowed values."""
     spec = copy.deepcopy(DEFAULTS[name])
+    if given is not None and not isinstance(given, Mapping):
+        raise ConfigError(f"benchmarks.{name}", f"expected a mapping of settings, got {given!r}")
     unknown = sorted(set(given or {}) - set(spec))
     if unknown:
         raise ConfigError(f"benchmarks.{name}", f"unknown key(s) {unknown}; allowed keys: {', '.join(sorted(spec))}")
     spec.update(copy.deepcopy(dict(given or {})))
+    check_spec(name, spec, RANGES.get(name, {}), NAME_LISTS.get(name, ()))
     return spec
 
 

@@ -22,3 +22,13 @@ class DivergedError(RuntimeError):
     ``diverged: rank 2, step 13 (epoch 1): loss/train = nan`` or ``diverged: rank 1:
     step 3 (epoch 0): non-finite gradient of fc.weight (nan)``.
     """
+
+
+class DivergedAtStep(DivergedError):
+    """A rank's gradient was non-finite at a step: raised by that rank alone, at once, before
+    its algorithm (or a compressor) sees the gradient, where a rank may leave alone: a
+    single-rank run, or a backend whose ranks share one process (the simulated platform: the
+    other ranks block and the simulation ends with this error).  On real multi-rank launches
+    the rank instead zeroes that gradient and steps on in lockstep until the ranks agree at the
+    epoch's end (:func:`impls.runtime.agreement.check_divergence`): leaving alone would end
+    the launch and the rest of its plan."""

@@ -121,6 +121,27 @@ def test_a_non_finite_gradient_fails_the_run_naming_rank_and_step(tmp_path):
         steps = [json.loads(x) for x in (out / "metrics" / "rank1.jsonl").read_text().splitlines()]
         assert [s["loss/train"] is not None for s in steps if s["kind"] == "step" and s["step"] <= 3] == [True] * 4
         assert not list((run / "ckpt").glob("rank*.pt"))  # failed in epoch 0: nothing kept
+        # issue 34: stopped at that step, before any algorithm or compressor saw the gradient: no
+        # rank took a later step (before: the epoch's 10 steps ran, the NaN voted as a sign)
+        for r in range(3):
+            recs = [json.loads(x) for x in (out / "metrics" / f"rank{r}.jsonl").read_text().splitlines()]
+            assert max((x["step"] for x in recs if x["kind"] == "step"), default=-1) <= 3, (name, r)
+
+
+def test_a_non_finite_gradient_on_real_ranks_never_reaches_the_other_ranks(tmp_path):
+    """Issue 34: on real ranks (2 gloo ranks) rank 1's infinite gradient at step 3 went into the
+    all-reduce, and every rank's parameters were infinite from then on.  Now the rank keeps it out
+    of the algorithm (its gradient zeroed: the ranks must stay in lockstep until they agree at the
+    epoch's end, where the run fails naming rank 1 and step 3): rank 0's losses stay finite."""
+    from conftest import launch, make_config
+
+    cfg = make_config({"name": "allreduce_sgd", "overlap_backward": False}, 2)
+    (r,), proc = launch([cfg], tmp_path, env={"DISTREPRO_FAULT": "1:3:inf"})
+    err = json.loads((r.out / "error.json").read_text())
+    assert err["kind"] == "diverged" and err["message"].startswith("diverged: rank 1: step 3 (epoch 0): "
+                                                                   "non-finite gradient of "), err
+    losses = [s["loss/train"] for s in r.records(0, "step")]
+    assert len(losses) > 4 and all(x is not None for x in losses), losses  # NaN/inf are written as null
 
 
 # -- 17 ---------------------------------------------------------------------------------------

@@ -133,7 +133,7 @@ class StepTimes:
 
 
 def train_step(algo, model: nn.Module, loss_fn: Callable[[], torch.Tensor], s, clock, prec, straggler,
-               t0: float, check_grads: bool = True) -> StepTimes:
+               t0: float, check_grads: bool = True, stop_on_bad: bool = True) -> StepTimes:
     """One worker's training step, as every run takes it (the runtime's loop and the
     ``ddp`` benchmark, :mod:`impls.bench.ddp`, run this one function):
 
@@ -145,8 +145,11 @@ def train_step(algo, model: nn.Module, loss_fn: Callable[[], torch.Tensor], s, c
        anyone reads the gradients;
     4. the precision check (fp16: unscale, agreed overflow skip); unless fp16 checked it
        already, ``algo.gradient_fault()`` (``check_grads``): a NaN or infinite gradient of
-       this rank, which the runtime fails the run on before a compressor can turn it into
-       a sign; then ``algo.step(s)``.
+       this rank (one fused check, :func:`impls.comm.flat.nonfinite_grad`) is returned as
+       ``bad_grad``: with ``stop_on_bad`` *without* ``algo.step(s)`` (the runtime stops the
+       run at this step, before the algorithm, its optimizer or a compressor sees it), else
+       with the gradients zeroed first (a rank that must stay in lockstep with the others
+       sends nothing non-finite); then ``algo.step(s)``.
 
     ``t0``: the clock when the step began (the compute time is counted from it)."""
     algo.zero_grad()
@@ -162,5 +165,11 @@ def train_step(algo, model: nn.Module, loss_fn: Callable[[], torch.Tensor], s, c
     scale = prec.scale
     skipped = prec.check(model.parameters())  # fp16: an overflow skips the step (agreed)
     bad = None if skipped or prec.scaled or not check_grads else algo.gradient_fault()
+    if bad is not None and stop_on_bad:  # never stepped: the caller stops the run at this step
+        return StepTimes(loss, compute_s, delay, t_sync, skipped, scale, {}, bad)
+    if bad is not None:
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.zero_()
     extra = {} if skipped else algo.step(s)
     return StepTimes(loss, compute_s, delay, t_sync, skipped, scale, extra, bad)

@@ -31,7 +31,7 @@ import torch
 
 from ..comm.communicator import Communicator
 from ..config.dataclass_config import from_dict
-from ..errors import DivergedError
+from ..errors import DivergedAtStep, DivergedError
 from .metrics import MetricsWriter
 from ..protocol import StepContext
 from ..tasks import Task
@@ -166,6 +166,7 @@ class WorkerLoop:
         self.marks = eval_marks(ctx.steps_per_epoch, wl.evals_per_epoch)
         self.fault = Fault(ctx.rank, os.environ.get(FAULT_ENV, ""))
         self.first_bad: str | None = None  # this rank's first non-finite loss, gradient or parameters
+        self.stop_alone = ctx.ctl.world == 1 or ctx.ctl.spec.one_process  # (train_step's stop_on_bad)
 
     def run(self) -> None:
         ctx = self.ctx
@@ -228,8 +229,11 @@ class WorkerLoop:
         s = StepContext(lr=ctx.lr(epoch_f), step=gstep, epoch=epoch_f, batch=batch,
                         closure=_closure(algo, model, task, batch, prec))
         armed = self.fault.arm(model, gstep)
+        # every step: one fused check; where a rank may leave alone (one rank, or all ranks in
+        # one process: the simulated platform) the run stops at the step, else the rank's
+        # gradient is zeroed and the ranks agree at the epoch's end (impls.errors.DivergedAtStep)
         st = train_step(algo, model, lambda: task.loss(model, batch), s, clock, prec, ctx.straggler, t0,
-                        check_grads=self.first_bad is None)
+                        stop_on_bad=self.stop_alone)
         if armed is not None:
             armed.remove()
         c = prec.counters(ctx.comm.pop_counters())
@@ -244,6 +248,9 @@ class WorkerLoop:
             self.first_bad = f"step {gstep} (epoch {epoch}): loss/train = {rec['loss/train']}"
         elif self.first_bad is None and st.bad_grad is not None:
             self.first_bad = f"step {gstep} (epoch {epoch}): non-finite gradient of {st.bad_grad}"
+        if st.bad_grad is not None and self.stop_alone:  # never stepped on: stop here, this rank alone
+            self.writer.close()
+            raise DivergedAtStep(f"diverged: rank {ctx.rank}: {self.first_bad}")
         return rec, ("time/compute_s", "time/straggler_delay_s", "time/sync_s", *c.as_metrics(), *costs)
 
     def end_epoch(self, epoch: int, epoch_s: float, losses: list[float], sums: dict[str, float]) -> None:

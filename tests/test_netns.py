@@ -211,3 +211,75 @@ def _exists(pid: int) -> bool:
         return False
     st = f"/proc/{pid}/stat"
     return not (os.path.exists(st) and open(st).read().split(")")[-1].split()[0] == "Z")
+
+
+def _procs_in(workdir) -> dict[int, str]:
+    """{pid: command line} of the live processes whose working directory is ``workdir``."""
+    from pathlib import Path
+
+    out = {}
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd, cwd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(), os.readlink(p / "cwd")
+        except OSError:
+            continue
+        if Path(cwd) == Path(workdir) and _exists(int(p.name)):
+            out[int(p.name)] = cmd
+    return out
+
+
+@needs_netns
+@pytest.mark.workflow
+def test_the_namespace_benchmark_stops_with_its_killed_snakemake(tmp_path):
+    """Issue 34, case 3: ``kill -9`` of Snakemake left ``bench_sim_vs_netns``'s script, its
+    watchdog and its namespaces running (20 s later), beside the next invocation's testbed.
+    Now the script watches the Snakemake that owns it, as launches do, and unwinds: the ranks
+    and the watchdog end, the namespaces are deleted, and no table is written."""
+    import yaml
+
+    wl = {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [256]}, "batch_size": 16,
+          "epochs": 50, "max_steps_per_epoch": 20, "optimizer": {"lr": 0.05}}
+    cfg = {"experiments": {"smoke": {"workload": "tiny", "nodes": [1], "stragglers": ["none"], "seeds": [1],
+                                     "methods": {"serial_sgd": {}}}},
+           "workloads": {"tiny": {k: v for k, v in wl.items() if k != "epochs"} | {"epochs": 1}},
+           "stragglers": {"none": {"kind": "none"}}, "launcher": {"kind": "local", "timeout_s": 300},
+           "benchmarks": {"sim_vs_netns": {"nodes": [2], "rates_mbit": [10], "workload": wl, "sim_opcost": "none",
+                                           "methods": {"allreduce_sgd": {"name": "allreduce_sgd"}},
+                                           "timeout_s": 300}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    smk = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+                            "--cores", "2", "bench_sim_vs_netns", "--configfile", str(tmp_path / "c.yaml")],
+                           cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    script, ranks, names = None, [], []
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not ranks:
+            assert smk.poll() is None, "snakemake ended before the benchmark's ranks started"
+            script = next((p for p, c in _procs_in(tmp_path).items() if ".bench_sim_vs_netns.py" in c), None)
+            names = _ours(script) if script else []
+            if names:
+                ranks = [int(x) for n in names for x in subprocess.run(["ip", "netns", "pids", n], capture_output=True,
+                                                                        text=True).stdout.split()]
+            time.sleep(0.2)
+        assert ranks, "the benchmark never started its ranks"
+        os.kill(smk.pid, signal.SIGKILL)
+        smk.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (_ours(script) or _exists(script) or any(_exists(r) for r in ranks)):
+            time.sleep(0.2)
+        assert _ours(script) == [], "its namespaces outlived the workflow"
+        assert not _exists(script), "its script outlived the workflow"
+        assert not [r for r in ranks if _exists(r)], "its ranks outlived the workflow"
+        assert not any("netns" in c for c in _procs_in(tmp_path).values())  # the watchdog too
+        assert not (tmp_path / "results" / "bench" / "sim_vs_netns.csv").exists()
+    finally:
+        smk.kill()
+        smk.wait()
+        for p in _procs_in(tmp_path):
+            with __import__("contextlib").suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+        from distrepro_wf.bench import netns
+
+        if script:
+            netns.delete(_ours(script))

@@ -290,6 +290,40 @@ def test_end_to_end_failure_retry_resume_damage_and_no_recompute(tmp_path):
     assert set(pd.read_csv(tables / "epochs.csv")["nodes"]) == {1}
 
 
+@pytest.mark.timeout(1200)  # three invocations, the first a whole (tiny) pipeline
+def test_damaged_claims_tables_are_rebuilt_and_a_dry_run_changes_nothing(tmp_path):
+    """Issue 34, cases 1, 2 and 6 through the plain command.  claims.csv cut at a row boundary was
+    consumed silently (a report of fewer claims); cut mid-row it killed the report rule, whose
+    outputs Snakemake deleted, on every later run; a dry run renamed damaged tables.  Now a dry
+    run names them and changes nothing, and the next run sets them aside before any job,
+    rebuilds them (rule compare) and the report from them."""
+    cfg = json.loads(json.dumps(TINY))
+    cfg["experiments"]["smoke"].update(nodes=[1], methods={"serial_sgd": {}}, figures=["loss_vs_epoch"])
+    cfgfile = write_config(tmp_path, cfg)
+    proc = smk(tmp_path, "--configfile", cfgfile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    tables, index = tmp_path / "results" / "tables", tmp_path / "reports" / "index.html"
+    full = len(pd.read_csv(tables / "claims.csv"))
+    rows = index.read_text().count("<tr")
+    assert full > 3
+    # a half row in claims.csv (the report rule died on it), a row-boundary cut of claims_summary.csv
+    # (consumed silently); test_faults_data.py cuts each table both ways
+    claims, summ = tables / "claims.csv", tables / "claims_summary.csv"
+    claims.write_bytes(claims.read_bytes()[: claims.stat().st_size // 2])
+    summ.write_text("".join(summ.read_text().splitlines(keepends=True)[:2]))
+    before = _tree_digest(tmp_path)
+    proc = smk(tmp_path, "--configfile", cfgfile, "-n")
+    assert "claims.csv fails its check" in proc.stderr and "claims_summary.csv fails its check" in proc.stderr
+    plan = [line.split() for line in proc.stdout.splitlines()]
+    assert ["compare", "1"] in plan and ["report", "1"] in plan, proc.stdout
+    assert _tree_digest(tmp_path) == before  # the dry run set nothing aside
+    proc = smk(tmp_path, "--configfile", cfgfile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # rebuilt, and the report from them (never started on the half row, so never deleted)
+    assert len(pd.read_csv(claims)) == full and index.read_text().count("<tr") == rows
+    assert len(list(tables.glob("claims.csv.damaged-*"))) == len(list(tables.glob("claims_summary.csv.damaged-*"))) == 1
+
+
 def _tree_digest(root: Path) -> dict[str, str]:
     """sha256 of every file under root/results and root/reports."""
     import hashlib

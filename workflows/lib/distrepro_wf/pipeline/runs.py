@@ -458,6 +458,36 @@ def _owner_gone() -> bool:
     return host == _host() and pid.isdigit() and not pid_alive(int(pid))
 
 
+def stop_with_owner(poll_s: float = POLL_S) -> None:
+    """For a job that is not a launch (a benchmark script that starts processes of its own, e.g.
+    the network-namespace testbed of ``bench_sim_vs_netns``): end this process as a launch is
+    ended once the Snakemake process that owns it (``DISTREPRO_SNAKEMAKE``, set by
+    :func:`distrepro_wf.pipeline.session.register`) is gone, e.g. after a ``kill -9``: a daemon
+    thread polls every ``poll_s`` and then sends this process SIGTERM, once, which the script
+    turns into an exception (:func:`raise_on_stop`) so that its ``finally`` blocks stop what it
+    started and write nothing.  Outside a workflow (no owner): nothing."""
+    import threading
+
+    if not os.environ.get(OWNER_ENV):
+        return
+
+    def watch() -> None:
+        while not _owner_gone():
+            time.sleep(poll_s)
+        print(f"the Snakemake process that started this job ({os.environ[OWNER_ENV]}) is gone: stopping",
+              file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="stop-with-owner", daemon=True).start()
+
+
+def raise_on_stop() -> None:
+    """SIGTERM, SIGHUP and SIGINT raise :class:`Aborted` in the main thread (a script's
+    ``finally`` blocks then stop its processes and remove what was half made)."""
+    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(s, _raise_aborted)
+
+
 def _raise_aborted(signum, frame):
     raise Aborted(f"stopped by signal {signum}")
 

@@ -16,9 +16,8 @@ How the runtime drives an algorithm (``impls.runtime``: the skeleton ``trainer``
     each epoch: algo.epoch_start(epoch, full_pass)     # optional: e.g. SVRG's snapshot
     for each step s (a StepContext: lr, step, epoch, batch, closure):
         algo.zero_grad()                 # 3. clear gradients (default: p.grad = None)
-        with algo.computing(s):          #    forward + backward on this worker's batch
-            loss = task.loss(model, s.batch); loss.backward()
-        sleep(straggler delay)           # 4. runtime: emulated slow worker
+        with algo.computing(s):          #    forward + backward on this worker's batch, slowed by
+            loss = task.loss(model, s.batch); loss.backward()  # 4. a straggler's factor (clock)
         algo.await_gradients()           #    communication started in backward, awaited
         extra = algo.step(s)             # 5. communicate + update the parameters
     each epoch: with algo.eval_params(): evaluate      # 6. the model to evaluate
@@ -178,7 +177,7 @@ class Algorithm:
         gradient at the snapshot).  Default: nothing."""
 
     def await_gradients(self) -> None:
-        """After the backward pass and the straggler delay, before the runtime reads the
+        """After the (straggler-slowed) backward pass, before the runtime reads the
         gradients (fp16's overflow check unscales them in place): wait for communication
         started during backward (``allreduce_sgd``'s ``overlap_backward``).  Default: nothing."""
 

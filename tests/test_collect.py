@@ -417,3 +417,28 @@ def test_bytes_at_the_model_size_the_times_use():
                     pd.DataFrame({"epoch": [0], "step": [4], "time/wall_s": [1.0], "time/epoch_s": [1.0],
                                   "comm/bytes_sent": [100.0]}))
     assert row["bytes_sent_per_epoch"] == 100.0 and row["bytes_sent_per_epoch_model"] == 400.0
+
+
+def test_an_asynchronous_methods_epoch_is_the_jobs_time_per_epoch_of_data():
+    """Issue 31: AD-PSGD's workers share an epoch's 2 x 9 = 18 steps.  Rank 0 takes 15 of them at
+    0.1 s (10 steps/s), rank 1 takes 3 at 0.5 s (2 steps/s) and its own epoch, with its last step's
+    straddle and its wait for a ticket, lasts 1.9 s: the job took the epoch's 18 steps at 12
+    steps/s, 1.5 s, not the slowest rank's 1.9 s; the spread of the ranks' own epochs (1.5 and
+    1.9 s) is its own column.  A synchronous method keeps its slowest rank's epoch.  The question
+    is asked of the algorithm's step schedule, not of its name."""
+    from distrepro_wf.pipeline.collect import epoch_time, is_asynchronous
+
+    assert is_asynchronous("adpsgd") and is_asynchronous("ps_async") and is_asynchronous("ddcgu")
+    assert not is_asynchronous("allreduce_sgd") and not is_asynchronous("osgp")
+    ep = pd.DataFrame([{"epoch": 0, "rank": 0, "time/epoch_s": 1.5}, {"epoch": 0, "rank": 1, "time/epoch_s": 1.9}])
+    table = pd.DataFrame({"epoch": [0], "time/epoch_s": [1.9]})
+    records = [{"kind": "step", "epoch": 0, "rank": 0, "time/step_s": 0.1} for _ in range(15)] + \
+              [{"kind": "step", "epoch": 0, "rank": 1, "time/step_s": 0.5} for _ in range(3)]
+    a = epoch_time(table, ep, records, "adpsgd")
+    assert a.loc[0, "time/epoch_s"] == pytest.approx(1.5) and a.loc[0, "time/epoch_s_rank_spread"] == pytest.approx(0.4)
+    s = epoch_time(table, ep, records, "allreduce_sgd")
+    assert s.loc[0, "time/epoch_s"] == 1.9 and s.loc[0, "time/epoch_s_rank_spread"] == pytest.approx(0.4)
+    from distrepro_wf.pipeline.catalogue import METRICS  # runs.csv: the mean over epochs of each
+
+    assert METRICS["time_per_epoch_s"].source == ("time/epoch_s", "mean")
+    assert METRICS["time_per_epoch_rank_spread_s"].source == ("time/epoch_s_rank_spread", "mean")

@@ -69,15 +69,13 @@ Hyperparameters:
 
 Interplay with the runtime (:mod:`impls.runtime.trainer`):
 
-* **Straggler delay.**  The runtime sleeps a straggler's delay after its backward pass and
-  before :meth:`await_gradients` / :meth:`step`, on both backends.  Without overlap nothing
-  has been sent by then, so the delay holds every rank's all-reduce back.  With overlap the
-  straggler's buckets have left during its backward pass: its delay overlaps its own
-  all-reduce, and the other ranks wait for it at the next step's all-reduce instead (its
-  next buckets leave a delay later), so in steady state every rank still pays the delay
-  each step, as with a slow GPU whose backward pass (and so its buckets) runs late.
-  The simulated backend charges the same order: compute up to each bucket's ready point
-  (:meth:`impls.backends.sim.SimClock.backward_point`), then the rest, then the delay.
+* **Straggler.**  A straggler's forward and backward pass take ``factor`` times as long
+  (:mod:`impls.runtime.straggler`, on both backends), so each of its buckets is complete,
+  and its all-reduce leaves, when a slow device would have produced it: the clock's
+  :meth:`~impls.backends.Clock.backward_point` before each launch charges (simulated) or
+  sleeps (real ranks) the slowed backward pass up to that bucket.  Every rank's all-reduce
+  of a bucket finishes after the straggler's bucket is ready: the overlap hides only what
+  fits behind the straggler's own (slowed) backward pass.
 * **fp16 loss scaling** (:mod:`impls.runtime.precision`).  With overlap the buckets carry
   the *scaled* gradients (divided by ``n``); the runtime calls :meth:`await_gradients`
   before its overflow check, which then unscales the averaged gradient.  With a scale
@@ -108,7 +106,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..comm.flat import BackwardOverlap, BufferVector, GradientBuckets, state_buffers
+from ..comm.flat import BackwardOverlap, BufferVector, GradientBuckets, WireLayout, state_buffers
 from ..protocol import Algorithm, StepContext
 from . import register
 
@@ -138,9 +136,20 @@ class AllreduceSGD(Algorithm):
     def _gradient_buckets(self, model) -> GradientBuckets:
         """Step 1's buckets.  Their sizes count the bytes the messages weigh: where a simulated
         clock scales them to a paper's model (impls.sim.profiles), a 25 MB bucket is 25 MB of
-        that model (real ranks: 1)."""
-        scale = self.comm.clock.wire_scale(sum(p.numel() * p.element_size() for p in model.parameters()))
-        return GradientBuckets(list(model.parameters()), self.cfg.bucket_mb / scale, self.cfg.first_bucket_mb / scale)
+        that model (real ranks: 1).  Where the clock times the overlap by the paper model's own
+        layout (``profile.model_layout``), the stand-in's gradient is one flat bucket, cut into the
+        paper model's buckets at launch (:class:`~impls.comm.flat.WireLayout`, step 2)."""
+        params = list(model.parameters())
+        scale = self.comm.clock.wire_scale(sum(p.numel() * p.element_size() for p in params))
+        layout = self.comm.clock.gradient_layout()
+        self.wire: WireLayout | None = None
+        if layout is not None and self.cfg.overlap_backward and self.ctx.world > 1:
+            buckets = GradientBuckets(params, float("inf"))
+            self.wire = WireLayout(layout, buckets.flats[0].numel(), self.cfg.bucket_mb * 2**20,
+                                   self.cfg.first_bucket_mb * 2**20)
+            buckets.ready_at = [self.wire.ready_at[0]]  # the one bucket leaves from the paper's first point
+            return buckets
+        return GradientBuckets(params, self.cfg.bucket_mb / scale, self.cfg.first_bucket_mb / scale)
 
     def _backward_overlap(self, model) -> BackwardOverlap | None:
         """Step 2's hooks (None: every bucket leaves from :meth:`step`)."""
@@ -150,6 +159,9 @@ class AllreduceSGD(Algorithm):
         return BackwardOverlap(self.buckets, self._launch, self.comm.clock, self.ctx.world, names)
 
     def _launch(self, i: int):
+        if self.wire is not None:  # the paper model's buckets, each at its point of the backward pass
+            return self.wire.launch(self.buckets.flats[i], lambda v: self.comm.all_reduce(v, async_op=True),
+                                    self.comm.clock)
         return self.comm.all_reduce(self.buckets.flats[i], async_op=True)
 
     @contextlib.contextmanager
@@ -230,7 +242,8 @@ class AllreduceSGD(Algorithm):
         world, extra = self.ctx.world, {}
         if world > 1:
             if self._waiting is not None:  # 2 happened during backward, on gradients divided by n
-                handles, extra = self._waiting, {"overlap/buckets_in_backward": float(self.overlap.in_backward)}
+                per = len(self.wire.slices) if self.wire is not None else 1  # paper buckets per flat bucket
+                handles, extra = self._waiting, {"overlap/buckets_in_backward": float(self.overlap.in_backward * per)}
                 for h in handles:  # 3
                     h.wait()
             else:

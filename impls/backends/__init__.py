@@ -66,7 +66,22 @@ BACKENDS: Registry = Registry("backend", "backend")
 class Clock:
     """Wall-clock time: ``now()`` in seconds, ``sleep(s)``, and ``compute()`` around the
     forward/backward pass (a simulated clock charges it to the host; the wall clock just
-    lets it run), with ``backward_point(fraction)`` marking progress through backward."""
+    lets it run), with ``forward_done()`` marking the end of the forward pass and
+    ``backward_point(fraction)`` progress through backward.
+
+    A straggler (``compute(..., slowdown=)``, :class:`impls.runtime.straggler.Slowdown`):
+    the wall clock lets the real passes run and sleeps what a device ``factor`` times slower
+    would have taken more, in pieces: at :meth:`forward_done` ``(factor - 1)`` times the
+    forward pass's measured time, at each :meth:`backward_point` (before a bucket's
+    all-reduce leaves) up to ``(factor - 1)`` times the backward time measured so far, the
+    rest when ``compute`` ends; a ``slowdown.extra_s`` is spread by the backward share of a
+    step (:data:`impls.sim.profiles.BACKWARD_FRACTION`).  Every piece sleeps up to the total
+    owed so far, so an oversleep is owed less later.  ``since``: when the step began (the
+    runtime's ``t0``: what the algorithm does before the forward pass counts as forward);
+    ``slowed_s``: the seconds the last ``compute`` added (slept)."""
+
+    slowed_s = 0.0
+    _slowing: "_WallSlowing | None" = None
 
     def now(self) -> float:
         return time.perf_counter()
@@ -76,18 +91,43 @@ class Clock:
             time.sleep(seconds)
 
     @contextmanager
-    def compute(self, *what: Any) -> Iterator[None]:
-        yield
+    def compute(self, *what: Any, slowdown: Any = None, since: float | None = None) -> Iterator[None]:
+        if slowdown is None or not slowdown.active:
+            self._slowing, self.slowed_s = None, 0.0
+            yield
+            return
+        from ..sim.profiles import BACKWARD_FRACTION
+
+        self._slowing = sl = _WallSlowing(slowdown, BACKWARD_FRACTION, self.now() if since is None else since)
+        try:
+            yield
+        finally:
+            self._slowing = None
+        self.slowed_s = sl.finish()
+
+    def forward_done(self) -> None:
+        """Inside :meth:`compute`: the forward pass has ended (the backward pass starts)."""
+        if self._slowing is not None:
+            self._slowing.forward_done()
 
     def backward_point(self, fraction: float) -> None:
         """Inside :meth:`compute`: the backward pass has computed ``fraction`` of the
         gradient (counted in parameters), e.g. a bucket is complete and its all-reduce is
-        about to start.  The wall clock is already there; a simulated clock charges the
-        host up to that point of the step (:class:`impls.backends.sim.SimClock`)."""
+        about to start.  The wall clock is already there (a straggler's slowdown sleeps its
+        share of the backward pass so far first); a simulated clock charges the host up to
+        that point of the step (:class:`impls.backends.sim.SimClock`)."""
+        if self._slowing is not None:
+            self._slowing.backward_point(fraction)
 
     def wire_scale(self, model_bytes: int) -> float:
         """How many times its bytes a message of the algorithm weighs (1: as measured)."""
         return 1.0
+
+    def gradient_layout(self) -> tuple[int, ...] | None:
+        """The parameter sizes (bytes, backward order) of the model whose gradient readiness
+        times an overlapped method's buckets, where it is not the run's own model (a simulated
+        paper profile's: :meth:`impls.sim.profiles.Profile.gradient_layout`); None: the model's own."""
+        return None
 
     def resume(self, elapsed_s: float, saved: dict[str, float] | None) -> float:
         """The start time (on this clock) of a run resumed ``elapsed_s`` seconds into its
@@ -131,6 +171,9 @@ class ChargedClock(Clock):
     of a step (without it the all-reduce would start after the real backward and hide
     behind the charged sleep).
 
+    A straggler's slowdown (``compute(..., slowdown=)``) charges ``factor x step_s + extra_s``,
+    the same split: every backward point moves out with it (as on the simulated clock).
+
     ``step_s(batch)``: the profile's compute of one step (:meth:`impls.sim.profiles.Profile.step_time`)."""
 
     def __init__(self, step_s: Callable[[Any], float], description: dict[str, Any] | None = None,
@@ -141,16 +184,21 @@ class ChargedClock(Clock):
         self._open: tuple[float, float] | None = None  # (step seconds, start) while compute() runs
 
     @contextmanager
-    def compute(self, *what: Any) -> Iterator[None]:
+    def compute(self, *what: Any, slowdown: Any = None, since: float | None = None) -> Iterator[None]:
         t0 = time.perf_counter()
         batch = what[1] if len(what) > 1 else None
-        self._open = (self._step_s(batch), t0)  # one draw per step (jitter)
+        healthy = self._step_s(batch)  # one draw per step (jitter)
+        self._open = (healthy if slowdown is None else healthy * slowdown.factor + slowdown.extra_s, t0)
         try:
             yield
         finally:
             step, _ = self._open
             self._open = None
+        self.slowed_s = step - healthy
         self.sleep(step - (time.perf_counter() - t0))
+
+    def forward_done(self) -> None:
+        """The profile's step says when forward ends: nothing to mark."""
 
     def backward_point(self, fraction: float) -> None:
         if self._open is None:
@@ -161,6 +209,46 @@ class ChargedClock(Clock):
 
     def describe(self) -> dict[str, Any]:
         return {**self._description, "kind": "wall clock, compute charged by a fixed profile (sleep to step_ms)"}
+
+
+class _WallSlowing:
+    """A straggler's slowdown of one real step (:class:`Clock`): sleeps in pieces so the
+    forward pass ends, and each backward point is reached, when a device ``factor`` times
+    slower would have reached it.  Every sleep is measured, so an oversleep is owed less
+    later."""
+
+    def __init__(self, slowdown: Any, backward_fraction: float, t0: float):
+        self.factor, self.extra, self.b = slowdown.factor, slowdown.extra_s, backward_fraction
+        self.t0, self.forward = t0, None  # the forward pass's real seconds, once it has ended
+        self.t_bwd = self.slept = 0.0
+
+    def _sleep_to(self, owed: float) -> None:
+        """Sleep until ``owed`` seconds have been slept in all (an earlier oversleep counts)."""
+        if owed > self.slept:
+            t = time.perf_counter()
+            time.sleep(owed - self.slept)
+            self.slept += time.perf_counter() - t
+
+    def forward_done(self) -> None:
+        if self.forward is None:
+            self.forward = time.perf_counter() - self.t0
+            self._sleep_to((self.factor - 1.0) * self.forward + self.extra * (1.0 - self.b))
+            self.t_bwd, self.slept_fwd = time.perf_counter(), self.slept
+
+    def backward_point(self, fraction: float) -> None:
+        if self.forward is None:  # no forward mark (a custom loop): nothing to say about backward yet
+            return
+        done = time.perf_counter() - self.t_bwd - (self.slept - self.slept_fwd)  # the real backward so far
+        share = (1.0 - self.b) + self.b * min(max(fraction, 0.0), 1.0)
+        self._sleep_to((self.factor - 1.0) * (self.forward + done) + self.extra * share)
+
+    def finish(self) -> float:
+        """The rest of the step's slowdown, slept now; returns every second slept."""
+        if self.forward is None:  # never marked: the whole compute as one phase
+            self._sleep_to((self.factor - 1.0) * (time.perf_counter() - self.t0) + self.extra)
+        else:
+            self.backward_point(1.0)
+        return self.slept
 
 
 class Backend:

@@ -719,11 +719,16 @@ class SimClock(Clock):
     ``step_s x ((1 - backward_fraction) + backward_fraction x f)`` first, so whatever the
     caller starts then (a bucket's all-reduce) starts at that simulated time, while the rest
     of the step is charged when ``compute`` ends.  Without such calls the step is one charge,
-    as before."""
+    as before.
+
+    A straggler (``compute(..., slowdown=)``, :mod:`impls.runtime.straggler`): the step is
+    charged ``factor x step + extra_s`` with the same split, so its forward pass, and each
+    bucket's point in its backward pass, come ``factor`` times later (``slowed_s``: the
+    seconds added)."""
 
     def __init__(self, step_s: Callable[[Any], float], wire_scale: Callable[[int], float] = lambda b: 1.0,
                  description: dict[str, Any] | None = None, opcost: Any = None,
-                 backward_fraction: float = 2 / 3):
+                 backward_fraction: float = 2 / 3, gradient_layout: tuple[int, ...] | None = None):
         from ..sim.opcost import FREE, KINDS
 
         self._step_s, self._wire_scale = step_s, wire_scale
@@ -732,6 +737,7 @@ class SimClock(Clock):
         self._op_scale = 1.0  # the run's wire scale (set when the runtime asks for it)
         self._costs = dict.fromkeys(KINDS, 0.0)
         self._backward_fraction = backward_fraction
+        self._layout = gradient_layout  # the paper model's parameter bytes in backward order (profile)
         self._open: list[float] | None = None  # [step seconds, seconds charged] while compute() runs
 
     def charge_op(self, kind: str, nbytes: float) -> None:
@@ -804,15 +810,21 @@ class SimClock(Clock):
             blocking(simgrid.this_actor.execute, float(seconds) * SPEED)
 
     @contextmanager
-    def compute(self, *what: Any) -> Iterator[None]:
+    def compute(self, *what: Any, slowdown: Any = None, since: float | None = None) -> Iterator[None]:
         batch = what[1] if len(what) > 1 else None
-        self._open = [self._step_s(batch), 0.0]  # one draw per step, as before (jitter)
+        healthy = self._step_s(batch)  # one draw per step, as before (jitter)
+        step = healthy if slowdown is None else healthy * slowdown.factor + slowdown.extra_s
+        self.slowed_s = step - healthy
+        self._open = [step, 0.0]
         try:
             yield
         finally:
             step, charged = self._open
             self._open = None
         self.charge(step - charged)
+
+    def forward_done(self) -> None:
+        """The profile's split says when forward ends: nothing to mark."""
 
     def backward_point(self, fraction: float) -> None:
         if self._open is None:
@@ -822,6 +834,9 @@ class SimClock(Clock):
         if at > charged:
             self.charge(at - charged)
             self._open[1] = at
+
+    def gradient_layout(self) -> tuple[int, ...] | None:
+        return self._layout
 
     def wire_scale(self, model_bytes: int) -> float:
         self._op_scale = self._wire_scale(model_bytes)  # ops on the model's vectors weigh as its messages do

@@ -154,6 +154,68 @@ class GradientBuckets:
                 p.grad = view
 
 
+class WireLayout:
+    """Another model's buckets, carried by this model's one flat gradient: where a simulated
+    paper profile times the stand-in's all-reduce as the paper model's
+    (:meth:`impls.backends.Clock.gradient_layout`, :mod:`impls.sim.profiles` ``model_layout``).
+
+    ``layout``: the paper model's parameter sizes (bytes) in backward order, cut into buckets by
+    DDP's rule as :class:`GradientBuckets` cuts parameters (``first_bytes`` for the first bucket,
+    then ``bucket_bytes``: a bucket closes before a parameter that would overflow it).
+    ``ready_at[k]``: the share of the paper model's parameters in buckets ``0..k`` (where in the
+    backward pass bucket ``k`` is complete); ``slices[k]``: bucket ``k``'s ``(start, end)`` in the
+    stand-in's flat gradient of ``numel`` elements, in the same proportions of bytes (rounded to
+    whole elements: a slice's wire bytes are its elements x the wire scale, within one element of
+    the paper bucket's; a bucket that rounds to no element is merged into the next)."""
+
+    def __init__(self, layout: tuple[int, ...], numel: int, bucket_bytes: float, first_bytes: float):
+        sizes: list[int] = []
+        size = 0
+        for x in layout:
+            if size and size + x > (first_bytes if not sizes else bucket_bytes):
+                sizes.append(size)
+                size = 0
+            size += x
+        sizes.append(size)
+        total, done, start = sum(sizes), 0, 0
+        self.slices: list[tuple[int, int]] = []
+        self.ready_at: list[float] = []
+        self.paper_bytes: list[int] = []
+        pending = 0
+        for b in sizes:
+            done += b
+            pending += b
+            end = round(numel * done / total)
+            if end > start:
+                self.slices.append((start, end))
+                self.ready_at.append(done / total)
+                self.paper_bytes.append(pending)
+                start, pending = end, 0
+
+    def launch(self, flat: torch.Tensor, launch_slice, clock) -> "AllOf":
+        """Each bucket's collective (``launch_slice(view)``), at its point of the backward pass
+        (``clock.backward_point``: a simulated clock charges the compute up to it first)."""
+        handles = []
+        for (a, b), at in zip(self.slices, self.ready_at):
+            clock.backward_point(at)
+            handles.append(launch_slice(flat[a:b]))
+        return AllOf(handles)
+
+
+class AllOf:
+    """Several handles as one: ``wait`` waits for every one."""
+
+    def __init__(self, handles: list):
+        self.handles = handles
+
+    def wait(self) -> None:
+        for h in self.handles:
+            h.wait()
+
+    def is_completed(self) -> bool:
+        return all(h.is_completed() for h in self.handles)
+
+
 @torch.no_grad()
 def nonfinite_grad(named: list[tuple[str, torch.Tensor]]) -> str | None:
     """The first ``(name, gradient)`` pair holding a NaN or an infinity, as ``"name (nan)"``;

@@ -124,8 +124,8 @@ class StepTimes:
 
     loss: torch.Tensor
     compute_s: float
-    delay_s: float
-    t_sync: float  # the clock when communication was awaited (after compute and the delay)
+    delay_s: float  # what the straggler's slowdown added to the compute (inside it)
+    t_sync: float  # the clock when communication was awaited (after the slowed compute)
     skipped: bool
     scale: float
     extra: dict[str, float] = field(default_factory=dict)
@@ -139,11 +139,13 @@ def train_step(algo, model: nn.Module, loss_fn: Callable[[], torch.Tensor], s, c
 
     1. ``algo.zero_grad()``; forward and backward inside ``algo.computing(s)`` (which may
        synchronise buffers first, or start communicating during backward) and the clock's
-       ``compute`` (a simulated clock charges the step's compute there);
-    2. the straggler's delay (``straggler.delay(compute time)``, a sleep of the clock);
-    3. ``algo.await_gradients()``: communication started during backward is awaited before
+       ``compute`` (a simulated clock charges the step's compute there), slowed by the
+       straggler's slowdown of this step (``straggler.slowdown()``: the clock makes the
+       forward and backward pass ``factor`` times as long, :mod:`impls.runtime.straggler`;
+       ``clock.forward_done()`` between the two passes);
+    2. ``algo.await_gradients()``: communication started during backward is awaited before
        anyone reads the gradients;
-    4. the precision check (fp16: unscale, agreed overflow skip); unless fp16 checked it
+    3. the precision check (fp16: unscale, agreed overflow skip); unless fp16 checked it
        already, ``algo.gradient_fault()`` (``check_grads``): a NaN or infinite gradient of
        this rank (one fused check, :func:`impls.comm.flat.nonfinite_grad`) is returned as
        ``bad_grad``: with ``stop_on_bad`` *without* ``algo.step(s)`` (the runtime stops the
@@ -151,16 +153,21 @@ def train_step(algo, model: nn.Module, loss_fn: Callable[[], torch.Tensor], s, c
        with the gradients zeroed first (a rank that must stay in lockstep with the others
        sends nothing non-finite); then ``algo.step(s)``.
 
-    ``t0``: the clock when the step began (the compute time is counted from it)."""
+    ``t0``: the clock when the step began (the compute time is counted from it).  The
+    returned ``compute_s`` is the compute at the healthy speed, ``delay_s`` what the slowdown
+    added to it (the clock's ``slowed_s``: ``(factor - 1) x`` the step's compute ``+ delay_s``,
+    exactly as a simulated clock charged it, as a real rank slept it: at least that share of
+    its compute from ``t0`` to the end of backward, :class:`impls.backends.Clock`)."""
     algo.zero_grad()
-    with algo.computing(s), clock.compute(model, s.batch):
+    slowdown = straggler.slowdown()
+    with algo.computing(s), clock.compute(model, s.batch, slowdown=slowdown, since=t0):
         with prec.autocast():
             loss = loss_fn()
+        clock.forward_done()
         prec.backward(loss)
-    compute_s = clock.now() - t0
-    delay = straggler.delay(compute_s)
-    clock.sleep(delay)
     t_sync = clock.now()
+    delay = clock.slowed_s  # what the slowdown added: charged (simulated, profile) or slept (wall clock)
+    compute_s = t_sync - t0 - delay  # the healthy speed's
     algo.await_gradients()
     scale = prec.scale
     skipped = prec.check(model.parameters())  # fp16: an overflow skips the step (agreed)

@@ -25,8 +25,9 @@ The measured values use namespaced keys ``<namespace>/<name>``:
 ``opt/gap``                suboptimality F(x) - F(x*) (epoch, eval records; finite_sum task)
 ``opt/lr``                 the step's learning rate
 ``opt/grad_evals``         component gradients grad f_i this rank computed in the epoch (epoch; svrg)
-``time/compute_s``         forward + backward wall time
-``time/straggler_delay_s`` emulated straggler sleep (:mod:`impls.runtime.straggler`)
+``time/compute_s``         forward + backward time at the rank's healthy speed
+``time/straggler_delay_s`` what a straggler's slowdown added to the forward + backward pass
+                           (:mod:`impls.runtime.straggler`)
 ``time/comm_s``            time spent waiting on communication (every activity of the rank,
                            a background gossip thread's included)
 ``time/sync_s``            the worker loop's time in ``algo.step``: its own wait for

@@ -47,6 +47,11 @@ class StepSchedule:
     """A worker's steps and the epoch-end policy (module docstring).  The defaults are the
     synchronous policy: every rank ends every epoch together."""
 
+    #: the workers take an epoch's steps together, each at its own pace, and end it apart (an
+    #: asynchronous method): an epoch's time is the job's per epoch of data, not a rank's own
+    #: epoch (``distrepro_wf.pipeline.collect``)
+    shared: bool = False
+
     def __init__(self, backend, key: str, ds: Dataset, sampler: GlobalBatchSampler, steps_per_epoch: int,
                  world: int, start_epoch: int, workers: int, device):
         self.backend, self.key, self.ds, self.sampler = backend, key, ds, sampler
@@ -109,6 +114,8 @@ class SharedEpochs(StepSchedule):
     ``step`` counts this worker's own steps (from 0 again after a resume).  ``key`` must
     be unique per run in the process group.
     """
+
+    shared = True
 
     def __init__(self, *args: Any):
         super().__init__(*args)

@@ -1,24 +1,49 @@
 """Straggler model: the same seeded, configured slowdown for every method.
 
-A straggler is emulated by a real ``time.sleep`` in the worker (the clock's: simulated
-time on the simulated backend), after its forward and backward pass and before its step
-communicates, so a slow rank's messages leave late exactly as a slow GPU's would.  A
-method that starts communicating during backward (``allreduce_sgd``'s default
-``overlap_backward``) has sent its buckets by then: its delay overlaps that all-reduce, and
-the other ranks wait for it at the next step's (its docstring).  The delay is proportional to the compute time the
-rank just measured for that step, so the slowdown holds whatever the workload:
+What a real slow GPU does.  A device that is ``k`` times slower (thermal throttling, a
+lower clock, a busier neighbour on a shared node, an older card in the pool) runs every
+kernel of its forward and backward pass ``k`` times as long.  Its forward pass ends late;
+its backward pass produces each layer's gradient late, so each gradient bucket it hands
+to the all-reduce is ready ``k`` times later into the step than on a healthy device,
+and the collective, which cannot finish before the last rank's contribution, finishes
+late on every rank.  Communication already launched (its NIC and the CPU thread of the
+transport) is *not* slowed: a slow device does not slow the wire.  So an all-reduce
+overlapped with backward cannot hide a straggler: the straggler's compute is on the
+critical path of every bucket.
 
-* ``none`` - no delay.
+How it is emulated (:meth:`StragglerModel.slowdown` draws a step's :class:`Slowdown`, the
+clock applies it inside ``clock.compute``, :mod:`impls.backends`):
+
+* simulated (:class:`impls.backends.sim.SimClock`) and profile-charged real ranks
+  (:class:`impls.backends.ChargedClock`): the step's compute is charged
+  ``factor x step + delay_s`` seconds, with the profile's forward/backward split, so every
+  backward point (a bucket ready, :meth:`impls.backends.Clock.backward_point`) moves out
+  by the same factor;
+* real ranks on the wall clock (:class:`impls.backends.Clock`): the real forward and
+  backward run at this machine's speed and the rank sleeps the difference in pieces:
+  ``(factor - 1) x`` the forward pass's measured time once the forward pass ends, and
+  during the backward pass, before each bucket's all-reduce is launched, up to
+  ``(factor - 1) x`` the backward time measured so far (the rest when backward ends), so a
+  bucket leaves when a device ``factor`` times slower would have produced it.  ``delay_s``
+  is spread the same way by the backward share of a step (``1 - backward_fraction``
+  after forward, the backward part in proportion to the parameters done).
+
+The kinds:
+
+* ``none`` - no slowdown.
 * ``fixed`` - ranks in ``ranks`` (negative indices count from the last rank, so
-  ``[-1]`` is "the last worker" at every node count) sleep ``(factor - 1) * compute``
-  each step: a factor of 4 makes the step's compute phase 4x as long; ``delay_s``
-  adds a fixed number of seconds per step (a slowdown that does not scale with the
-  workload, e.g. a worker on a shared host).
-* ``random`` - every rank in ``ranks`` (default: all) sleeps an exponential delay
-  with mean ``mean_fraction * compute`` with probability ``prob`` per step; seeded by
-  (seed, rank), so reruns sleep identically.
+  ``[-1]`` is "the last worker" at every node count) compute ``factor`` times as long
+  each step; ``delay_s`` adds a fixed number of seconds of compute per step (a slowdown
+  that does not scale with the workload, e.g. a worker on a shared host).
+* ``random`` - every rank in ``ranks`` (default: all) is slowed by a factor of
+  ``1 + x mean_fraction`` (``x`` exponential with mean 1) with probability ``prob`` per
+  step; seeded by (seed, rank), so reruns draw identically.
 
-The delay is logged per step as ``time/straggler_delay_s``.
+The seconds a slowdown added are logged per step as ``time/straggler_delay_s`` (and
+``time/compute_s`` stays the step's compute at the healthy speed): ``factor - 1`` times
+the compute plus ``delay_s``, as charged (simulated) or as slept (real ranks: at least
+that, a sleep only overshoots; what the algorithm does after the backward pass, e.g.
+launching the last buckets, is not slowed).
 """
 
 from __future__ import annotations
@@ -31,6 +56,26 @@ from ..config.dataclass_config import from_dict
 from ..errors import ConfigError
 
 KINDS = ("none", "fixed", "random")
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    """One step's slowdown of a rank's compute: ``factor`` times as long, plus ``extra_s``
+    seconds (spread over the forward and backward pass by the clock, module docstring)."""
+
+    factor: float = 1.0
+    extra_s: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.factor != 1.0 or self.extra_s > 0
+
+    def added(self, compute_s: float) -> float:
+        """Seconds it adds to a compute of ``compute_s`` at the healthy speed."""
+        return (self.factor - 1.0) * compute_s + self.extra_s
+
+
+NO_SLOWDOWN = Slowdown()
 
 
 @dataclass
@@ -73,13 +118,17 @@ class StragglerModel:
         self.active = cfg.kind != "none" and rank in slow
         self.rng = random.Random(int(seed) * 1_000_003 + int(rank) + 17)
 
-    def delay(self, compute_s: float) -> float:
-        """Seconds this rank must sleep after a step whose compute took ``compute_s``."""
+    def slowdown(self) -> "Slowdown":
+        """This step's slowdown of the rank's compute (one draw per step for ``random``)."""
         if not self.active:
-            return 0.0
+            return NO_SLOWDOWN
         if self.cfg.kind == "fixed":
-            return (self.cfg.factor - 1.0) * compute_s + self.cfg.delay_s
+            return Slowdown(self.cfg.factor, self.cfg.delay_s)
         # random: draw both numbers every step so the sequence does not depend on timing
         hit = self.rng.random() < self.cfg.prob
         x = self.rng.expovariate(1.0)
-        return x * self.cfg.mean_fraction * compute_s if hit else 0.0
+        return Slowdown(1.0 + x * self.cfg.mean_fraction) if hit else NO_SLOWDOWN
+
+    def delay(self, compute_s: float) -> float:
+        """The seconds this step's slowdown adds to a compute of ``compute_s`` (draws a step)."""
+        return self.slowdown().added(compute_s)

@@ -94,7 +94,8 @@ def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.
 
     def rank_main(rank: int, world: Any) -> None:
         clock = SimClock(profile.step_time(int(raw.get("seed", 0)), rank), profile.wire_scale, describe,
-                         profile.opcost, backward_fraction=prof_cfg.backward_fraction)
+                         profile.opcost, backward_fraction=prof_cfg.backward_fraction,
+                         gradient_layout=profile.gradient_layout())
         world.clocks[rank] = clock
         train(raw, Path(out), ckpt_dir, SimBackend(world, rank, list(range(n))), clock)
 

@@ -84,6 +84,18 @@ uniform per parameter (a convolution's weight gradient costs more per parameter 
 classifier's), so this is the first-order model; the last bucket is complete at ``T`` either
 way.  The papers do not give it for their models (the default is the FLOP ratio).
 
+``model_layout`` (default: the paper profile's model; ``fixed`` profiles may name one with a
+``model_mb``; ``none``: off): the paper model whose **parameter sizes in backward order** time an
+overlapped method's buckets.  The stand-in MLP keeps about 85 % of its bytes in its first layer,
+the last one backward reaches, so its buckets would put almost the whole all-reduce after
+backward; ResNet-50's (``resnet50``: torchvision's definition, built on the meta device, no
+weights; 161 tensors) are cut by DDP's rule (a 1 MiB first bucket, then ``bucket_mb``) into
+buckets whose all-reduces start during backward at ``T (1 - b) + T b x`` (their share of the
+paper model's parameters), each weighing its bytes of the paper model.  The real math still runs
+on the stand-in's tensors: its one flat gradient is cut in the same proportions
+(:class:`impls.comm.flat.WireLayout`; ``allreduce_sgd``'s ``overlap_backward``).  The Transformer
+profile has no layout yet (its stand-in's own).
+
 Under a paper profile every message of the algorithm is scaled by (profile model
 bytes / stand-in model bytes), so a compression ratio or a topology keeps its meaning:
 the stand-in's 19 KB model travels as ResNet-50's 102 MB.  The runtime's own control
@@ -117,13 +129,38 @@ DEVICE = {
                                   "367 images/s; batch 128 per machine (signSGD-MV's code)"},
 }
 PAPER = {
-    "resnet50_v100x8": {"step_ms": round(1e3 * 256 / 2855.0, 4), "model_mb": 102.228128,
+    "resnet50_v100x8": {"step_ms": round(1e3 * 256 / 2855.0, 4), "model_mb": 102.228128, "layout": "resnet50",
                         "source": DEVICE["resnet50_v100x8"]["source"]},
-    "transformer_wmt16_v100x8": {"step_ms": round(1e3 * 40960 / 214656.0, 4), "model_mb": 840.0,
+    "transformer_wmt16_v100x8": {"step_ms": round(1e3 * 40960 / 214656.0, 4), "model_mb": 840.0, "layout": None,
                                  "source": DEVICE["transformer_wmt16_v100x8"]["source"]},
-    "resnet50_v100x1": {"step_ms": round(1e3 * 128 / 367.0, 4), "model_mb": 102.228128,
+    "resnet50_v100x1": {"step_ms": round(1e3 * 128 / 367.0, 4), "model_mb": 102.228128, "layout": "resnet50",
                         "source": DEVICE["resnet50_v100x1"]["source"]},
 }
+
+
+def _torchvision_layout(name: str) -> tuple[int, ...]:
+    """The parameter sizes (bytes, fp32) of torchvision's ``name`` in backward order (the
+    reverse of the definition order, as DDP buckets them), from the model's definition built
+    on the meta device: no weights, no download, no memory."""
+    import torch
+    import torchvision
+
+    with torch.device("meta"):
+        model = getattr(torchvision.models, name)()
+    return tuple(p.numel() * 4 for p in reversed(list(model.parameters())))
+
+
+#: a paper model's parameter layout, by name (``profile.model_layout``): its parameter sizes in
+#: bytes in backward order.  ResNet-50: torchvision's (25,557,032 parameters, 161 tensors)
+LAYOUTS: dict[str, Callable[[], tuple[int, ...]]] = {"resnet50": lambda: _torchvision_layout("resnet50")}
+_LAYOUT_CACHE: dict[str, tuple[int, ...]] = {}
+
+
+def model_layout(name: str) -> tuple[int, ...]:
+    """:data:`LAYOUTS`' ``name``, built once per process."""
+    if name not in _LAYOUT_CACHE:
+        _LAYOUT_CACHE[name] = LAYOUTS[name]()
+    return _LAYOUT_CACHE[name]
 KINDS = ("measured", "fixed", *PAPER)
 #: the backward pass's share of a step's compute: backward costs about twice the forward pass's
 #: FLOPs (a gradient with respect to both the inputs and the weights of every layer; Kaplan et
@@ -146,6 +183,9 @@ class ProfileConfig:
     compress_gbps: float | None = field(default=None, metadata={"gt": 0})
     msg_us: float | None = field(default=None, metadata={"min": 0})
     backward_fraction: float = field(default=BACKWARD_FRACTION, metadata={"gt": 0, "max": 1})  # of a step's compute
+    # the paper model whose parameter sizes time the overlapped buckets (a paper profile's own
+    # by default; "none": the stand-in's own layout)
+    model_layout: str | None = field(default=None, metadata={"choices": (*LAYOUTS, "none")})
 
     def validate(self, key: str) -> None:
         if self.name == "fixed" and self.step_ms is None:
@@ -160,6 +200,11 @@ class ProfileConfig:
             for k in ("step_ms", "model_mb"):
                 if getattr(self, k) is None:
                     setattr(self, k, PAPER[self.name][k])
+            if self.model_layout is None:
+                self.model_layout = PAPER[self.name]["layout"] or "none"
+        if self.model_layout not in (None, "none") and self.model_mb is None:
+            raise ConfigError(f"{key}.model_layout", "a model layout times the messages of a model of model_mb "
+                                                     "megabytes: give model_mb too")
 
 
 def profile_config(spec: Any, key: str = "profile") -> ProfileConfig:
@@ -203,9 +248,16 @@ class Profile:
     def wire_scale(self, model_bytes: int) -> float:
         return 1.0 if self.cfg.model_mb is None else self.cfg.model_mb * 1e6 / model_bytes
 
+    def gradient_layout(self) -> tuple[int, ...] | None:
+        """The paper model's parameter sizes (bytes) in backward order, or None (the stand-in's
+        own layout times the buckets): module docstring, ``model_layout``."""
+        name = self.cfg.model_layout
+        return None if name in (None, "none") else model_layout(name)
+
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": "simulated (SimGrid)", "profile": self.cfg.name, "jitter": self.cfg.jitter,
-                             "backward_fraction": self.cfg.backward_fraction}
+                             "backward_fraction": self.cfg.backward_fraction,
+                             "model_layout": self.cfg.model_layout or "none"}
         if self.cfg.name == "measured":
             d.update(sample_us=self.sample_s * 1e6, calibration=self.calibration)
         else:

@@ -127,6 +127,11 @@ METRICS: dict[str, Metric] = {
     "time_per_epoch_s": Metric("time per epoch", "s", "time_per_epoch_s", source=("time/epoch_s", "mean"),
                                bounds=NONNEG),
     "time_per_step_s": Metric("time per step", "s", "time_per_step_s", bounds=NONNEG),
+    # the ranks' own epochs, longest minus shortest (an asynchronous method's time per epoch is
+    # the job's per epoch of data: distrepro_wf.pipeline.collect.epoch_time)
+    "time_per_epoch_rank_spread_s": Metric("spread of the ranks' own epoch times", "s",
+                                           "time_per_epoch_rank_spread_s",
+                                           source=("time/epoch_s_rank_spread", "mean"), bounds=NONNEG),
     "wall_s": Metric("wall-clock time of the run", "s", "wall_s", source=("time/wall_s", "last"), bounds=NONNEG),
     "wall_h": Metric("wall-clock time of the run", "h", "wall_s", 1 / 3600, bounds=NONNEG),
     "bytes_sent_per_epoch": Metric("bytes sent per epoch per rank", "B", "bytes_sent_per_epoch",

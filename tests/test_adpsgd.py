@@ -108,10 +108,9 @@ def test_no_barrier_under_a_slow_straggler(four):
             assert [s["gossip/steps_done"] for s in steps[r]] == list(range(1, len(steps[r]) + 1))
             previous = 0
             for s in steps[r]:
-                # the slow worker really slept (factor - 1)x its compute within it (the others not at
-                # all; sleeps overshoot a little, the algorithm's work after backward is not slowed)
+                # the slow worker really slept (factor - 1)x its compute, within its passes (the others not at all)
                 assert s["time/straggler_delay_s"] == pytest.approx((STRAGGLER_FACTOR - 1) * s["time/compute_s"] if r == slow else 0.0,
-                                                                    rel=0.1, abs=0.002)
+                                                                    rel=1e-12, abs=0)
                 assert s["time/step_s"] >= s["time/compute_s"] + s["time/straggler_delay_s"]
                 # staleness counts averages that landed within this step: at most those logged since the last
                 assert 0 <= s["gossip/staleness"] <= s["gossip/averages"] - previous, (r, s)

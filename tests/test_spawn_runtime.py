@@ -64,10 +64,8 @@ def test_fixed_straggler_slows_exactly_the_configured_rank_by_the_factor(run_tor
         steps = r.records(rank, "step")
         assert len(steps) == 2 * 10
         for s in steps:
-            # its forward and backward pass 4x as long: 3x its compute slept within them (sleeps
-            # overshoot a little; the algorithm's work after backward is not slowed)
             expected = 3.0 * s["time/compute_s"] if rank == 2 else 0.0
-            assert s["time/straggler_delay_s"] == pytest.approx(expected, rel=0.1, abs=0.002)
+            assert s["time/straggler_delay_s"] == pytest.approx(expected, rel=1e-12, abs=0)
             assert_slept(s)
     # the others wait for it: their communication time includes the straggler's delay
     slow = sum(s["time/straggler_delay_s"] for s in r.records(2, "step"))
@@ -215,8 +213,7 @@ def test_random_straggler_is_seeded_per_rank_and_resumes_its_stream(restarts):
                 assert_slept(s)
             draws[which, r] = [s["time/straggler_delay_s"] / s["time/compute_s"] for s in steps]
     for r in range(N):
-        # the same draws (each a factor of its step's compute, slept within it: to a few %)
-        assert draws["resumed", r] == pytest.approx(draws["whole", r], rel=0.1, abs=0.02), r
+        assert draws["resumed", r] == pytest.approx(draws["whole", r], rel=1e-9), r
         assert any(x == 0 for x in draws["whole", r]) and any(x > 0 for x in draws["whole", r])
     assert len({tuple(draws["whole", r]) for r in range(N)}) == N
 

@@ -82,6 +82,7 @@ class Clock:
 
     slowed_s = 0.0
     _slowing: "_WallSlowing | None" = None
+    _settling: "_WallSlowing | None" = None
 
     def now(self) -> float:
         return time.perf_counter()
@@ -104,6 +105,21 @@ class Clock:
         finally:
             self._slowing = None
         self.slowed_s = sl.finish()
+        self._settling = sl
+
+    def settle(self) -> None:
+        """After the step's compute and what the algorithm does when it ends (launching the last
+        buckets): the wall clock sleeps what the slowdown still owes on that too, so the rank
+        has slept at least ``slowdown.added`` of its whole compute (:meth:`straggler_delay`)."""
+        sl, self._settling = self._settling, None
+        if sl is not None:
+            self.slowed_s = sl.finish()
+
+    def straggler_delay(self, slowdown: Any, compute_s: float) -> float:
+        """The seconds a straggler's slowdown added to a step whose healthy compute was
+        ``compute_s``: the wall clock's, ``slowdown.added(compute_s)`` (it slept at least that,
+        a sleep only overshoots); a charging clock's, what it charged."""
+        return slowdown.added(compute_s) if slowdown is not None else 0.0
 
     def forward_done(self) -> None:
         """Inside :meth:`compute`: the forward pass has ended (the backward pass starts)."""
@@ -200,6 +216,12 @@ class ChargedClock(Clock):
     def forward_done(self) -> None:
         """The profile's step says when forward ends: nothing to mark."""
 
+    def settle(self) -> None:
+        """The slowdown was charged with the step: nothing owed."""
+
+    def straggler_delay(self, slowdown: Any, compute_s: float) -> float:
+        return self.slowed_s
+
     def backward_point(self, fraction: float) -> None:
         if self._open is None:
             return
@@ -245,7 +267,7 @@ class _WallSlowing:
     def finish(self) -> float:
         """The rest of the step's slowdown, slept now; returns every second slept."""
         if self.forward is None:  # never marked: the whole compute as one phase
-            self._sleep_to((self.factor - 1.0) * (time.perf_counter() - self.t0) + self.extra)
+            self._sleep_to((self.factor - 1.0) * (time.perf_counter() - self.t0 - self.slept) + self.extra)
         else:
             self.backward_point(1.0)
         return self.slept

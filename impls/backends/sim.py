@@ -826,6 +826,12 @@ class SimClock(Clock):
     def forward_done(self) -> None:
         """The profile's split says when forward ends: nothing to mark."""
 
+    def settle(self) -> None:
+        """The slowdown was charged with the step: nothing owed."""
+
+    def straggler_delay(self, slowdown: Any, compute_s: float) -> float:
+        return self.slowed_s  # exactly what was charged
+
     def backward_point(self, fraction: float) -> None:
         if self._open is None:
             return

@@ -155,9 +155,10 @@ def train_step(algo, model: nn.Module, loss_fn: Callable[[], torch.Tensor], s, c
 
     ``t0``: the clock when the step began (the compute time is counted from it).  The
     returned ``compute_s`` is the compute at the healthy speed, ``delay_s`` what the slowdown
-    added to it (the clock's ``slowed_s``: ``(factor - 1) x`` the step's compute ``+ delay_s``,
-    exactly as a simulated clock charged it, as a real rank slept it: at least that share of
-    its compute from ``t0`` to the end of backward, :class:`impls.backends.Clock`)."""
+    added to it (``clock.straggler_delay``: ``(factor - 1) x`` the step's compute ``+ delay_s``,
+    exactly as a simulated clock charged it; a real rank slept at least that, the pieces
+    within its passes and the rest, on what the algorithm did after backward, at
+    ``clock.settle()``: :class:`impls.backends.Clock`)."""
     algo.zero_grad()
     slowdown = straggler.slowdown()
     with algo.computing(s), clock.compute(model, s.batch, slowdown=slowdown, since=t0):
@@ -165,9 +166,10 @@ def train_step(algo, model: nn.Module, loss_fn: Callable[[], torch.Tensor], s, c
             loss = loss_fn()
         clock.forward_done()
         prec.backward(loss)
+    clock.settle()  # the wall clock: what the slowdown still owes, after the algorithm's end of compute
     t_sync = clock.now()
-    delay = clock.slowed_s  # what the slowdown added: charged (simulated, profile) or slept (wall clock)
-    compute_s = t_sync - t0 - delay  # the healthy speed's
+    compute_s = t_sync - t0 - clock.slowed_s  # the healthy speed's: without what the slowdown took
+    delay = clock.straggler_delay(slowdown, compute_s)  # (factor - 1) x compute + delay_s
     algo.await_gradients()
     scale = prec.scale
     skipped = prec.check(model.parameters())  # fp16: an overflow skips the step (agreed)

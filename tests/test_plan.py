@@ -72,9 +72,11 @@ def test_a_good_plan_expands_into_points_and_a_plan_config_needs_no_experiments(
     racks = _with("plan.network", {"nic_gbps": [10], "topology": "racks", "uplink_gbps": 5})
     assert pconfig.platform(racks["plan"], 10) == {"name": "shared_hpc", "nic_gbps": 10.0, "latency_us": 50.0,
                                                    "rack_size": 8, "uplink_gbps": 5, "background_load": 0.0}
-    # by default every registered method that applies: serial_sgd (one worker) and d2 (plain SGD) do not
+    # by default every registered method (its variants) that applies: serial_sgd (one worker) and d2
+    # (plain SGD) do not
     why = pconfig.applicable(_with("plan.methods", None))
-    assert why["allreduce_sgd"] is None and why["sgp"] is None and why["adpsgd"] is None
+    assert why["allreduce_sgd"] is None and why["adpsgd"] is None
+    assert why["sgp_1peer"] is None and why["sgp_2peer"] is None and "sgp" not in why  # SGP's variants
     assert why["serial_sgd"].startswith("not at 4 nodes") and why["d2"] is not None
 
 

@@ -37,6 +37,8 @@ rule plan_table:
         points="results/plan/{name}/points.csv",
         crossover="results/plan/{name}/crossover.csv",
         sensitivity="results/plan/{name}/sensitivity.csv",
+    log:
+        "results/logs/plan/{name}/table.log",
     params:
         plan=PLAN,
     script:
@@ -51,6 +53,8 @@ rule plan_report:
         sensitivity="results/plan/{name}/sensitivity.csv",
     output:
         "reports/plan/{name}.html",
+    log:
+        "results/logs/plan/{name}/report.log",
     params:
         config=config,
         command=" ".join(["snakemake --cores 2 plan", *(f"--configfile {f}" for f in USER_CONFIG_FILES)]),
@@ -58,17 +62,15 @@ rule plan_report:
         "../scripts/plan_report.py"
 
 
-if PLAN:
+# Snakemake gives a Snakefile no access to the command line's targets: the main process looks
+# at its own arguments (as for target studies, common.smk)
+if not PLAN and workflow.is_main_process and "plan" in sys.argv[1:]:
+    raise WorkflowError(
+        "invalid configuration: target plan needs a plan: section; run it with a plan's config, e.g. "
+        "snakemake --cores 2 plan --configfile config/plan/example.yaml (docs/plan.md)"
+    )
 
-    rule plan:
-        input:
-            PLAN_PAGE,
 
-else:
-
-    rule plan:
-        run:
-            raise WorkflowError(
-                "invalid configuration: target plan needs a plan: section; run it with a plan's config, e.g. "
-                "snakemake --cores 2 plan --configfile config/plan/example.yaml (docs/plan.md)"
-            )
+rule plan:
+    input:
+        PLAN_PAGE,

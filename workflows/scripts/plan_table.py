@@ -1,6 +1,8 @@
 """Snakemake script of rule ``plan_table``: a plan's points into its ranking
 (``results/plan/<name>.csv``), its crossover grid and its sensitivity (:mod:`distrepro_wf.plan.table`)."""
 
+from pathlib import Path
+
 import pandas as pd
 
 from distrepro_wf.plan import config as pconfig
@@ -17,3 +19,6 @@ nodes, compute, gbps = pconfig.crossover_axes(plan)
 grid = table.crossover(points, nodes, compute, gbps, pconfig.NO_STRAGGLER)
 grid.to_csv(sm.output.crossover, index=False)
 table.swaps(rank, grid, mdl.step_ms).to_csv(sm.output.sensitivity, index=False)
+Path(sm.log[0]).parent.mkdir(parents=True, exist_ok=True)
+ok = int((points["status"] == "ok").sum())
+Path(sm.log[0]).write_text(f"{len(points)} points, {ok} ok; {len(rank)} ranked rows, {len(grid)} crossover cells\n")

@@ -128,8 +128,10 @@ def sensitivity_list(sens: pd.DataFrame) -> str:
 
 
 def render(plan: dict[str, Any], rank: pd.DataFrame, grid: pd.DataFrame, sens: pd.DataFrame,
-           costs: pd.DataFrame, not_ranked: dict[str, str], colour: Any, command: str) -> str:
-    """The whole page (module docstring)."""
+           costs: pd.DataFrame, not_ranked: dict[str, str], colour: Any, command: str,
+           failed: pd.DataFrame | None = None) -> str:
+    """The whole page (module docstring); ``failed``: points whose simulation failed (listed, with
+    why, never ranked)."""
     net = plan["network"]
     mdl = plan["model"]
     model_txt = ", ".join(f"{k} {v}" for k, v in mdl.items())
@@ -143,6 +145,10 @@ def render(plan: dict[str, Any], rank: pd.DataFrame, grid: pd.DataFrame, sens: p
         f'<tr><td class="m">{_e(r["method"])}</td><td data-method="{_e(r["method"])}" data-cost-pp="{r["cost_pp"]}">'
         f'{_cost(r["cost_pp"])}</td><td class="m note">{_e(r["source"])}</td></tr>' for _, r in costs.iterrows())
     skipped = "".join(f"<li>{_e(m)}: {_e(w)}</li>" for m, w in not_ranked.items())
+    if failed is not None and len(failed):
+        skipped += "".join(f"<li class=\"failed\">{_e(r['method'])} at {int(r['nodes'])} nodes, {r['nic_gbps']:g} Gbit/s, "
+                           f"{r['compute_ms']:g} ms, {_e(r['straggler'])}: simulation failed: {_e(r['reason'])}</li>"
+                           for _, r in failed.iterrows())
     details = rank.to_html(index=False, table_id="ranking-all", float_format=lambda x: f"{x:.4g}")
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>Plan: {_e(plan['name'])}</title>
 <style>{CSS}</style></head><body>
@@ -154,7 +160,7 @@ Network: {_e(net.get('topology', 'star'))}, NICs {_e(', '.join(f'{g:g}' for g in
 report's simulated verdicts: one short simulation per point ({_e(plan.get('steps', 4))} steps, the first not
 counted). Made by <code>{_e(command)}</code>; the table: results/plan/{_e(plan['name'])}.csv.</p></section>
 <section id="ranking"><h2>Ranking: time per epoch (rank within each column)</h2>{ranking_tables(rank)}
-{f'<p>Not ranked (does not apply):</p><ul>{skipped}</ul>' if skipped else ''}
+{f'<p>Not ranked (does not apply, or its simulation failed):</p><ul>{skipped}</ul>' if skipped else ''}
 <details><summary>Every column</summary>{details}</details></section>
 <section id="target"><h2>Time to target (the epochs you gave)</h2>{tta_html}</section>
 <section id="crossover"><h2>Crossover maps: the fastest method per compute per step and NIC rate</h2>

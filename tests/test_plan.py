@@ -98,6 +98,7 @@ def test_ranking_ranks_each_cell_by_time_per_epoch():
     sens = table.swaps(r, grid, 100.0)
     bw = sens[(sens["nic_gbps"] == 10.0) & (sens["parameter"] == "nic_gbps")].iloc[0]
     assert (bw["first"], bw["second"], bw["swaps_at"], bw["then_fastest"]) == ("a", "b", 1.0, "b")
+    assert table.swaps(r, grid.iloc[0:0], 100.0).empty  # no crossover map: no sensitivity claimed
 
 
 def test_accuracy_costs_are_the_published_rows():

@@ -123,6 +123,8 @@ def swaps(rank: pd.DataFrame, grid: pd.DataFrame, step_ms: float) -> pd.DataFram
         for axis, fixed, here in (("compute_ms", "nic_gbps", float(step_ms)), ("nic_gbps", "compute_ms", None)):
             line = sub[np.isclose(sub[fixed], g if fixed == "nic_gbps" else step_ms)]
             here = float(g) if here is None else here
+            if line.empty:  # no grid line through this cell (another node count, NIC or compute)
+                continue
             other = line[line["fastest"] != first]
             at = None
             if not other.empty:

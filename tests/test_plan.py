@@ -171,3 +171,48 @@ def test_a_tiny_plan_runs_for_real_into_its_csv_and_page(tmp_path):
     costs = {c["method"]: c["cost-pp"] for c in page.cells["accuracy-cost"] if c}
     assert costs["sgp"] == "-0.85" and costs["allreduce_sgd"] == "0.0"
     assert "published, not measured here" in text and "What this model does not capture" in text
+
+
+def _synthetic_page(tmp_path: Path) -> Path:
+    """A plan page rendered from a synthetic points table (no simulation)."""
+    from distrepro_wf.plan.page import render
+
+    rows = [(m, g, c, s) for m, f in (("allreduce_sgd", 1.0), ("sgp", 0.9)) for g in (1.0, 10.0) for c in (50.0, 100.0)
+            for s in [c / 1e3 + f * 1.0 / g]]
+    pts = pd.DataFrame([{"method": m, "nodes": 4, "nic_gbps": g, "compute_ms": c, "straggler": "none", "step_s": s,
+                         "compute_s": c / 1e3, "bytes_per_step": 1e8, "comm_share": 1 - c / 1e3 / s, "status": "ok"}
+                        for m, g, c, s in rows])
+    plan = TINY["plan"]
+    rank = table.ranking(pts, 100000, 32, 100.0, plan["epochs_to_target"])
+    grid = table.crossover(pts, [4], [50.0, 100.0], [1.0, 10.0])
+    page = render(plan, rank, grid, table.swaps(rank, grid, 100.0), accuracy_costs(pconfig.methods(plan)), {},
+                  lambda m: "#1f77b4", "snakemake --cores 2 plan --configfile tiny.yaml")
+    out = tmp_path / "tiny.html"
+    out.write_text(page)
+    return out
+
+
+@pytest.mark.skipif(os.environ.get("DISTREPRO_NO_BROWSER") == "1", reason="DISTREPRO_NO_BROWSER=1")
+def test_the_plan_page_in_a_browser(tmp_path):
+    """The page as a person sees it (headless Chromium, as tests/test_report_browser.py): no console
+    error, the ranking and crossover tables with their rows, the user's points outlined."""
+    from test_report_browser import CHROME_ARGS, _browser_or_fail, inspect
+
+    webdriver, Service, chromium, driver = _browser_or_fail()
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in [*CHROME_ARGS, f"--user-data-dir={tmp_path / 'profile'}"]:
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    drv = webdriver.Chrome(options=opts, service=Service(executable_path=driver))
+    try:
+        r = inspect(drv, _synthetic_page(tmp_path))
+        assert r["errors"] == [] and r["title"] == "Plan: tiny"
+        rows = dict(r["tables"])
+        assert rows["ranking"] == 3 and rows["crossover"] == 3  # a header and two rows each
+        user = drv.find_elements("css selector", "#crossover-n4 td.user")
+        assert len(user) == 2 and all(u.value_of_css_property("outline-style") == "solid" for u in user)
+        assert "published, not measured here" in drv.find_element("id", "accuracy").text
+        assert drv.find_element("id", "not-captured").is_displayed()
+    finally:
+        drv.quit()

@@ -93,6 +93,9 @@ def test_ranking_ranks_each_cell_by_time_per_epoch():
     a = r[(r["method"] == "a") & (r["nodes"] == 4) & (r["nic_gbps"] == 1.0)].iloc[0]
     assert a["steps_per_epoch"] == 8 and math.isclose(a["epoch_s"], 8 * 0.30)  # ceil(1000 / (4 x 32))
     assert math.isclose(a["time_to_target_s"], 2 * 8 * 0.30) and r[r["method"] == "b"]["time_to_target_s"].isna().all()
+    # a crossover cell at the model's compute (here 100 Gbit/s) is no cell of the ranking
+    extra = pts.iloc[:1].assign(nic_gbps=100.0)
+    assert set(table.ranking(pd.concat([pts, extra]), 1000, 32, 100.0, nic_gbps=[1, 10])["nic_gbps"]) == {1.0, 10.0}
     grid = table.crossover(pts.assign(compute_ms=100.0), [4], [100.0], [1.0, 10.0])
     assert list(grid["fastest"]) == ["b", "a"] and math.isclose(grid["margin"].iloc[1], 0.5)
     sens = table.swaps(r, grid, 100.0)

@@ -71,10 +71,15 @@ def steps_per_epoch(epoch_samples: int, nodes: int, batch: int) -> int:
 
 
 def ranking(points: pd.DataFrame, epoch_samples: int, batch: int, step_ms: float,
-            epochs_to_target: dict[str, float] | None = None) -> pd.DataFrame:
-    """The ranking table (:data:`RANK_COLUMNS`): the points at the model's compute per step, each
-    (nodes, nic_gbps, straggler) cell ranked by time per epoch (ties share the best rank)."""
+            epochs_to_target: dict[str, float] | None = None, nic_gbps: Iterable[float] | None = None
+            ) -> pd.DataFrame:
+    """The ranking table (:data:`RANK_COLUMNS`): the points at the model's compute per step (and,
+    given ``nic_gbps``, at the plan's NIC rates only: a crossover cell at the model's compute is no
+    cell of the ranking), each (nodes, nic_gbps, straggler) cell ranked by time per epoch (ties
+    share the best rank)."""
     ok = points[(points["status"] == "ok") & np.isclose(points["compute_ms"], step_ms)].copy()
+    if nic_gbps is not None:
+        ok = ok[ok["nic_gbps"].isin([float(g) for g in nic_gbps])]
     ok["steps_per_epoch"] = [steps_per_epoch(epoch_samples, int(n), batch) for n in ok["nodes"]]
     ok["step_ms"] = ok["step_s"] * 1e3
     ok["epoch_s"] = ok["step_s"] * ok["steps_per_epoch"]

@@ -57,7 +57,7 @@ rule plan_report:
         "results/logs/plan/{name}/report.log",
     params:
         config=config,
-        command=" ".join(["snakemake --cores 2 plan", *(f"--configfile {f}" for f in USER_CONFIG_FILES)]),
+        command=plan_config.command(USER_CONFIG_FILES),
     script:
         "../scripts/plan_report.py"
 

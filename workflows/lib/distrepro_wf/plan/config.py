@@ -22,7 +22,6 @@ steps.  So a plan's times come from the same model of time as every simulated ve
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple
 
@@ -253,5 +252,10 @@ def check(config: dict[str, Any]) -> None:
         raise ConfigError("plan.methods", "no method applies: " + "; ".join(f"{m}: {w}" for m, w in why.items()))
 
 
-def config_key(cfg: dict[str, Any]) -> str:
-    return json.dumps(cfg, sort_keys=True)
+def command(config_files: Iterable[str]) -> str:
+    """The command that makes the plan, its config files as a user names them (relative to the
+    working directory where they are inside it)."""
+    import os
+
+    files = [os.path.relpath(f) if not os.path.relpath(f).startswith("..") else str(f) for f in config_files]
+    return " ".join(["snakemake --cores 2 plan", *(f"--configfile {f}" for f in files)])

@@ -31,6 +31,9 @@ NOT_CAPTURED = [
     "topology: racks with background_load is given.",
     "Stragglers are the experiments' straggler model (a slow node as a delay after its compute); a few steps "
     "per point cannot show a rare slowdown (a random straggler needs more plan.steps).",
+    "An asynchronous method's (AD-PSGD's) few steps per point need not be its steady state yet: its step "
+    "time can be off by tens of percent where the network is slow (not always monotonic in the NIC rate); "
+    "more plan.steps narrow this.",
     "No data loading, I/O, checkpointing, evaluation or start-up time; compute per step has no step-to-step "
     "variation unless plan.model.jitter is given.",
     "Nothing here was measured on your cluster: a plan is a prediction from the numbers you gave.",

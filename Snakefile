@@ -28,12 +28,22 @@ if workflow.is_main_process:
 # their own (those replace it rather than being merged into it, so a smoke config runs
 # only its own experiments).
 include: "workflows/rules/common.smk"
-include: "workflows/rules/train.smk"
-include: "workflows/rules/collect.smk"
-include: "workflows/rules/compare.smk"
-include: "workflows/rules/report.smk"
-include: "workflows/rules/bench.smk"
-include: "workflows/rules/translation.smk"
+
+
+# A plan's config (config/plan/*.yaml: a plan: section, no experiments) has only the plan's
+# rules (workflows/rules/plan.smk; docs/plan.md).
+PLAN_ONLY = "experiments" not in config
+if not PLAN_ONLY:
+
+    include: "workflows/rules/train.smk"
+    include: "workflows/rules/collect.smk"
+    include: "workflows/rules/compare.smk"
+    include: "workflows/rules/report.smk"
+    include: "workflows/rules/bench.smk"
+    include: "workflows/rules/translation.smk"
+
+
+include: "workflows/rules/plan.smk"
 
 
 report: "workflows/report/workflow.rst"
@@ -41,21 +51,29 @@ report: "workflows/report/workflow.rst"
 
 # On a cluster (--profile profiles/slurm) only training is submitted; tables,
 # claims, figures and the report are made on the submitting machine.
+if not PLAN_ONLY:
+
+    localrules:
+        all,
+        collect,
+        compare,
+        plot,
+        forest,
+        report,
+        bench,
+        bench_step_time,
+        studies,
+
+
 localrules:
-    all,
-    collect,
-    compare,
-    plot,
-    forest,
-    report,
-    bench,
-    bench_step_time,
-    studies,
+    plan_table,
+    plan_report,
+    plan,
 
 
 rule all:
     input:
-        "reports/index.html",
+        "reports/index.html" if not PLAN_ONLY else PLAN_PAGE,
     default_target: True
 
 

@@ -136,6 +136,10 @@ class Algorithm:
     optimizer_use: ClassVar[str] = "gradient"
     #: optimizers the method accepts, {name: {hyperparameter: required value}}; None: all
     supported_optimizers: ClassVar[Mapping[str, Mapping[str, Any]] | None] = None
+    #: named configurations of the method worth ranking side by side, {method name: hyperparameters}
+    #: (e.g. SGP's 1- and 2-peer graphs); a plan (distrepro_wf.plan) ranks each by default.
+    #: Empty: the method under its own name with its default config
+    variants: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
 
     def __init__(self, cfg: Any, ctx: Context):
         self.cfg = cfg

@@ -283,8 +283,8 @@ def test_impls_top_level_holds_only_the_foundations():
 
 
 def test_the_workflow_library_is_split_by_concern():
-    """``distrepro_wf`` is four packages (pipeline, claims, report, bench) and no loose module."""
+    """``distrepro_wf`` is five packages (pipeline, claims, report, bench, plan) and no loose module."""
     lib = ROOT / "workflows" / "lib" / "distrepro_wf"
     assert sorted(p.name for p in lib.glob("*.py")) == ["__init__.py"]
     assert sorted(p.name for p in lib.iterdir() if (p / "__init__.py").exists()) == \
-        ["bench", "claims", "pipeline", "report"]
+        ["bench", "claims", "pipeline", "plan", "report"]

@@ -31,10 +31,12 @@ class SerialSGDConfig:
 class SerialSGD(Algorithm):
     Config = SerialSGDConfig
 
-    def setup(self, model):
+    def __init__(self, cfg, ctx):
+        # here, not in setup: the workflow builds every algorithm at every node count while it
+        # validates a config (impls.protocol), so nodes: [4] is refused before any job
+        super().__init__(cfg, ctx)
         if self.ctx.world != 1:
             raise ConfigError("nodes", f"serial_sgd runs in one process; got {self.ctx.world} (use nodes: [1])")
-        super().setup(model)
 
     def step(self, s: StepContext) -> dict[str, float]:
         self.set_lr(s.lr)

@@ -75,6 +75,8 @@ class SGPConfig:
 class SGP(GossipAlgorithm):
     Config = SGPConfig
     pushsum = True
+    variants = {"sgp_1peer": {"topology": {"name": "exponential", "peers": 1}},
+                "sgp_2peer": {"topology": {"name": "exponential", "peers": 2}}}
 
     def step(self, s: StepContext) -> dict[str, float]:
         add_weight_decay(self.model, self.wd)  # 1 (the parameters hold z)

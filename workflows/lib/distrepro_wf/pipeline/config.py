@@ -312,8 +312,15 @@ def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
 
 
 def validate(config: dict[str, Any]) -> list[Run]:
-    """Check everything before any job runs; return the expanded runs."""
+    """Check everything before any job runs; return the expanded runs (none for a config that
+    holds only a ``plan``: :mod:`distrepro_wf.plan.config` checks that section)."""
     check_schema(config)
+    if "plan" in config:
+        from ..plan.config import check as check_plan
+
+        check_plan(config)
+    if "experiments" not in config:
+        return []
     from ..report.plots import experiment_figures  # the figure registry (its module imports this one)
 
     for e in config["experiments"]:  # experiments.<e>.figures: registered figures only

@@ -86,3 +86,27 @@ def test_sigint_stops_a_running_benchmark_promptly_and_writes_no_table(tmp_path,
     while (left := processes(owned_by(proc.pid))) and time.time() < deadline:
         time.sleep(0.2)
     assert not left, f"processes of the interrupted job still run: {left}"
+
+
+def test_the_forwarded_sigint_reaches_the_jobs_group_not_sessions_of_their_own():
+    """What ``forward_interrupt`` signals: descendants in this process group (a script's shell and
+    its Python), never a launch or testbed in a session of its own (its script stops it)."""
+    from distrepro_wf.pipeline.session import job_processes
+
+    shell = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+    own = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    found = []
+    try:
+        deadline = time.time() + 10
+        while len(found := job_processes()) < 2 and time.time() < deadline:  # the shell and its sleep
+            time.sleep(0.05)
+        assert shell.pid in found and len(found) >= 2, found
+        assert own.pid not in found
+    finally:
+        for pid in found:  # the shell's sleep too
+            if pid not in (shell.pid, own.pid) and Path(f"/proc/{pid}/stat").exists() and \
+                    int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1]) == shell.pid:
+                os.kill(pid, signal.SIGKILL)
+        for p in (shell, own):
+            p.kill()
+            p.wait()

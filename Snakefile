@@ -44,6 +44,7 @@ if not PLAN_ONLY:
 
 
 include: "workflows/rules/plan.smk"
+include: "workflows/rules/probe.smk"
 
 
 report: "workflows/report/workflow.rst"

@@ -319,6 +319,10 @@ def validate(config: dict[str, Any]) -> list[Run]:
         from ..plan.config import check as check_plan
 
         check_plan(config)
+    if "probe" in config:
+        from ..plan.probe import settings as probe_settings
+
+        probe_settings(config["probe"])
     if "experiments" not in config:
         return []
     from ..report.plots import experiment_figures  # the figure registry (its module imports this one)

@@ -71,15 +71,19 @@ def run_command(nprocs: int, config: Any, out: Any, python: str | None = None) -
     return standalone(nprocs, "-m", "impls.run", "--config", config, "--out", out, python=python)
 
 
-def torchrun_command(nodes: int, plan_path: str, launcher: Mapping[str, Any] | None = None,
-                     python: str | None = None, env: Mapping[str, str] | None = None) -> list[str]:
+def torchrun_command(nodes: int, plan_path: str | None, launcher: Mapping[str, Any] | None = None,
+                     python: str | None = None, env: Mapping[str, str] | None = None,
+                     entry: list[str] | None = None) -> list[str]:
     """Command that runs the plan (a list of runs, see ``impls.run``) on ``nodes`` ranks.
 
-    ``env`` (default ``os.environ``): the job's environment, for the CPUs of a Slurm task."""
+    ``env`` (default ``os.environ``): the job's environment, for the CPUs of a Slurm task;
+    ``entry``: another program's torchrun arguments instead (``-m impls.bench.probe ...``: the
+    probe, launched exactly as the experiments are)."""
     launcher = launcher or {}
     python = python or sys.executable
     env = os.environ if env is None else env
-    entry = ["-m", "impls.run", "--plan", plan_path, "--backend", launcher.get("backend", DEFAULT_BACKEND)]
+    if entry is None:
+        entry = ["-m", "impls.run", "--plan", str(plan_path), "--backend", launcher.get("backend", DEFAULT_BACKEND)]
     kind = launcher.get("kind", "local")
     local = standalone(nodes, *entry, python=python)
     if kind == "local":

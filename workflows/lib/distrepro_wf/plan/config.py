@@ -215,15 +215,38 @@ def applicable(config: dict[str, Any]) -> dict[str, str | None]:
     return out
 
 
+def with_probe(plan: dict[str, Any]) -> dict[str, Any]:
+    """``plan`` with a probe's numbers filled in (``plan.probe``: a ``results/probe/<cluster>.yaml``
+    of :mod:`distrepro_wf.plan.probe`): the model's ``step_ms``, ``model_mb`` and ``batch`` and the
+    network's ``nic_gbps`` (one rate), ``latency_us`` and ``topology`` where the plan does not give
+    them.  A missing or foreign file is a ConfigError naming ``plan.probe``; without a probe, a
+    network without ``nic_gbps`` is one naming ``plan.network.nic_gbps``."""
+    out = copy.deepcopy(plan)
+    if out.get("probe"):
+        from .probe import load
+
+        doc = load(out["probe"], "plan.probe")
+        for k, v in doc["profile"].items():
+            out["model"].setdefault(k, v)
+        net = out.setdefault("network", {})
+        net.setdefault("nic_gbps", [doc["platform"]["nic_gbps"]])
+        net.setdefault("latency_us", doc["platform"]["latency_us"])
+        net.setdefault("topology", doc["platform"].get("topology", "star"))
+    if not (out.get("network") or {}).get("nic_gbps"):
+        raise ConfigError("plan.network.nic_gbps", "needed without plan.probe: the NIC rates (Gbit/s) to rank at")
+    return out
+
+
 def check(config: dict[str, Any]) -> None:
     """Refuse (ConfigError naming the key) what the schema cannot check; see the module docstring.
     A method named in ``plan.methods`` that does not apply is an error; a default one is left out
-    (the page says why)."""
+    (the page says why).  A ``plan.probe``'s numbers are filled into ``config["plan"]`` here
+    (:func:`with_probe`), so everything after validation reads them as if written in the plan."""
     from impls.algorithms import load_all
     from impls.runtime.straggler import StragglerModel, straggler_config
     from impls.sim.platforms import platform_config
 
-    plan = config["plan"]
+    config["plan"] = plan = with_probe(config["plan"])
     model(plan)
     for g in plan["network"]["nic_gbps"]:
         platform_config(platform(plan, g), "plan.network")

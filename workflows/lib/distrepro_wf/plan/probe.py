@@ -102,6 +102,43 @@ def summarize(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], cluste
     }
 
 
+#: a probe section's defaults (schema: ``probe:``)
+DEFAULTS = {"nodes": 2, "threads": 1, "reps": 5, "sizes_mb": [0.001, 0.1, 1.0, 10.0],
+            "p2p_sizes_mb": [0.001, 0.1, 1.0, 10.0]}
+
+
+def settings(probe: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``probe:`` section with its defaults; ConfigError naming ``probe.workload`` if the
+    workload would not build (before any job)."""
+    from impls.config.dataclass_config import from_dict
+    from impls.config.workload import WorkloadConfig
+
+    out = {**DEFAULTS, **dict(probe)}
+    from_dict(WorkloadConfig, dict(out["workload"]), "probe.workload")
+    if len(set(out["p2p_sizes_mb"])) < 2:
+        raise ConfigError("probe.p2p_sizes_mb", "at least two different sizes: the latency/bandwidth fit needs them")
+    return out
+
+
+def command(probe: Mapping[str, Any], launcher: Mapping[str, Any], csv_out: str,
+            python: str | None = None) -> list[str]:
+    """The probe's launch: :func:`distrepro_wf.pipeline.launch.torchrun_command` (the experiments'
+    launcher, local or Slurm) of ``impls.bench.probe`` on ``probe.nodes`` ranks, over the
+    launcher's transport (``launcher.backend``)."""
+    from impls.backends import DEFAULT as DEFAULT_BACKEND
+
+    from ..pipeline.launch import torchrun_command
+
+    p = settings(probe)
+    mb = lambda xs: ",".join(f"{x * 1e6:g}" for x in xs)  # noqa: E731
+    entry = ["-m", "impls.bench.probe", "--backend", launcher.get("backend", DEFAULT_BACKEND),
+             "--sizes", mb(p["sizes_mb"]), "--p2p-sizes", mb(p["p2p_sizes_mb"]), "--reps", str(p["reps"]),
+             "--workload", json.dumps(p["workload"]), "--threads", str(p["threads"]), "--out", csv_out]
+    if p.get("batch"):
+        entry += ["--batch", str(p["batch"])]
+    return torchrun_command(int(p["nodes"]), None, launcher, python=python, entry=entry)
+
+
 def write(csv_path: Path, meta_path: Path, out: Path, cluster: str, extra: Mapping[str, Any] | None = None) -> dict:
     """Read the probe's CSV and JSON, write ``out`` (YAML); return its content."""
     import csv

@@ -151,3 +151,36 @@ def test_a_real_two_rank_probe_writes_a_file_a_plan_validates_with(tmp_path):
     plan["plan"]["probe"] = str(out)
     wfconfig.validate(plan)
     assert plan["plan"]["network"]["nic_gbps"] == [doc["platform"]["nic_gbps"]]
+
+
+def _netns_skip() -> str | None:
+    from distrepro_wf.bench import netns
+
+    try:
+        netns.preflight()
+    except netns.NetnsError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(_netns_skip() is not None, reason=str(_netns_skip()))
+def test_a_probe_of_two_namespace_hosts_measures_their_shaped_link(tmp_path):
+    """Two hosts of the namespace testbed behind 100 Mbit/s tbf links, the probe launched on them
+    as a multi-host torchrun (the Slurm path's rendezvous): the measured point-to-point bandwidth
+    is the link's within 15 %, and the all-reduce's bus bandwidth does not exceed it."""
+    from distrepro_wf.bench import netns
+
+    rate_mbit = 100.0
+    spec = {"cluster": "ns", "nodes": 2, "reps": 2, "sizes_mb": [0.001, 2], "p2p_sizes_mb": [0.001, 0.5, 4],
+            "workload": {"dataset": {"name": "digits"}, "model": {"name": "mlp", "hidden": [16]}}}
+    csv = tmp_path / "ns.csv"
+    with netns.testbed(2, rate_mbit) as tb:
+        rc = netns.launch(tb, probe.entry(spec, {"backend": "gloo"}, str(csv)), log=tmp_path / "log",
+                          timeout_s=120, cwd=ROOT)
+    assert rc == 0, (tmp_path / "log").read_text()[-3000:]
+    doc = probe.write(csv, tmp_path / "ns.json", tmp_path / "ns.yaml", "ns")
+    measured = doc["measured"]["p2p_bandwidth_gbps"] * 1e3
+    assert measured == pytest.approx(rate_mbit, rel=0.15), doc["measured"]
+    assert doc["measured"]["all_reduce"][-1]["busbw_gbps"] * 1e3 < 1.15 * rate_mbit
+    assert doc["provenance"]["world"] == 2

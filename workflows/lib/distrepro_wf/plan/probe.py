@@ -120,23 +120,28 @@ def settings(probe: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def command(probe: Mapping[str, Any], launcher: Mapping[str, Any], csv_out: str,
-            python: str | None = None) -> list[str]:
-    """The probe's launch: :func:`distrepro_wf.pipeline.launch.torchrun_command` (the experiments'
-    launcher, local or Slurm) of ``impls.bench.probe`` on ``probe.nodes`` ranks, over the
-    launcher's transport (``launcher.backend``)."""
+def entry(probe: Mapping[str, Any], launcher: Mapping[str, Any], csv_out: str) -> list[str]:
+    """torchrun's program arguments of the probe (``-m impls.bench.probe ...``), over the launcher's
+    transport (``launcher.backend``)."""
     from impls.backends import DEFAULT as DEFAULT_BACKEND
-
-    from ..pipeline.launch import torchrun_command
 
     p = settings(probe)
     mb = lambda xs: ",".join(f"{x * 1e6:g}" for x in xs)  # noqa: E731
-    entry = ["-m", "impls.bench.probe", "--backend", launcher.get("backend", DEFAULT_BACKEND),
-             "--sizes", mb(p["sizes_mb"]), "--p2p-sizes", mb(p["p2p_sizes_mb"]), "--reps", str(p["reps"]),
-             "--workload", json.dumps(p["workload"]), "--threads", str(p["threads"]), "--out", csv_out]
-    if p.get("batch"):
-        entry += ["--batch", str(p["batch"])]
-    return torchrun_command(int(p["nodes"]), None, launcher, python=python, entry=entry)
+    args = ["-m", "impls.bench.probe", "--backend", launcher.get("backend", DEFAULT_BACKEND),
+            "--sizes", mb(p["sizes_mb"]), "--p2p-sizes", mb(p["p2p_sizes_mb"]), "--reps", str(p["reps"]),
+            "--workload", json.dumps(p["workload"]), "--threads", str(p["threads"]), "--out", csv_out]
+    return args + (["--batch", str(p["batch"])] if p.get("batch") else [])
+
+
+def command(probe: Mapping[str, Any], launcher: Mapping[str, Any], csv_out: str,
+            python: str | None = None) -> list[str]:
+    """The probe's launch: :func:`distrepro_wf.pipeline.launch.torchrun_command` (the experiments'
+    launcher, local or Slurm) of :func:`entry` on ``probe.nodes`` ranks (the namespace testbed
+    launches the same entry: :func:`distrepro_wf.bench.netns.launch`)."""
+    from ..pipeline.launch import torchrun_command
+
+    return torchrun_command(int(settings(probe)["nodes"]), None, launcher, python=python,
+                            entry=entry(probe, launcher, csv_out))
 
 
 def write(csv_path: Path, meta_path: Path, out: Path, cluster: str, extra: Mapping[str, Any] | None = None) -> dict:

@@ -151,6 +151,19 @@ def test_a_real_two_rank_probe_writes_a_file_a_plan_validates_with(tmp_path):
     plan["plan"]["probe"] = str(out)
     wfconfig.validate(plan)
     assert plan["plan"]["network"]["nic_gbps"] == [doc["platform"]["nic_gbps"]]
+    # and the plan runs on it, as the user writes it (the probe's path relative to the working directory)
+    plan = copy.deepcopy(PLAN)
+    plan["plan"].update(probe="results/probe/loop.yaml", nodes=[2])
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    proc = subprocess.run([*SNAKEMAKE, "-d", str(tmp_path), "--cores", "2", "plan", "--configfile",
+                           str(tmp_path / "plan.yaml")], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import pandas as pd
+
+    r = pd.read_csv(tmp_path / "results/plan/probed.csv")
+    assert r["nic_gbps"].tolist() == [doc["platform"]["nic_gbps"]]
+    assert r["compute_ms"].tolist() == [doc["profile"]["step_ms"]] and (r["step_ms"] > r["compute_ms"]).all()
 
 
 def _netns_skip() -> str | None:

@@ -58,7 +58,7 @@ def test_default_config_is_valid(cfg):
      "experiments.baseline.methods.sgp_2peer.algorithm.topology.peers", "must be between 1 and 1 for 2 ranks"),
     # the simulated platform: its keys set on the experiment or the method
     (lambda c: c["experiments"]["sgp_sim"].__setitem__("platform", "ethernet_1g"),
-     "experiments.sgp_sim.platform.name", "allowed values: ethernet_10g, infiniband_100g, shared_hpc, fat_tree"),
+     "experiments.sgp_sim.platform.name", "allowed values: ethernet_10g, fat_tree, infiniband_100g, shared_hpc, star"),
     (lambda c: c["experiments"]["sgp_sim"]["methods"]["osgp"].__setitem__("profile", {"name": "fixed"}),
      "experiments.sgp_sim.methods.osgp.profile.step_ms", "needs step_ms"),
     (lambda c: c["experiments"]["sgp_sim"].__setitem__("platform", {"name": "ethernet_10g", "max_hosts": 16}),

@@ -9,6 +9,11 @@
   ``impls/backends/``: callers ask the backend's spec (``backend_of(value)``,
   ``is_simulated(value)``, ``spec.process_group(value)``, ``spec.needs_gpu(value)``,
   ``backend.spec``) instead;
+* no registered algorithm name (``impls.algorithms.ALGORITHMS``, and the closed-form names an
+  algorithm declares, ``closed_form_variants``) is compared (``==``, ``!=``, ``in``), gathered in
+  a name set, or made the key of a dispatch table outside ``impls/algorithms/``: what the
+  workflow needs of a method (``sync_collective``, ``timing_dependent``, ``step_cost``,
+  ``closed_form_options``) is declared by its class and asked;
 * the runtime's loops (``impls/runtime/``) branch on no step-schedule capability flag
   (``barrier_free``, ``per_epoch_collectives``, or any boolean a schedule class declares):
   the schedule owns its epoch-end policy (``impls.runtime.steps``), and no function of the
@@ -22,6 +27,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from impls.algorithms import ALGORITHMS
 from impls.backends import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,6 +216,69 @@ def test_no_backend_name_compared_outside_the_backend_package():
                "b = 'gloo' if backend == 'auto' else backend\nz = mixing == 'auto'\nw = a in ('gloo', 'ring')\n")
     assert [h.split(":")[0] for h in _name_comparisons(ast.parse(planted), names)] == \
         ["1", "2", "3", "5", "6", "7", "9"]  # not 8: an everyday word, no backend in sight
+
+
+def algorithm_names() -> set[str]:
+    """Every registered algorithm and every closed-form name an algorithm declares."""
+    names = set(ALGORITHMS.names())
+    assert {"allreduce_sgd", "sgp", "ps_sync"} <= names, f"the algorithms are registered: {sorted(names)}"
+    return names | {v for n in names for v in ALGORITHMS.get(n).closed_form_variants}
+
+
+def _is_config_value(v: ast.AST | None) -> bool:
+    """A value of a method grid or a label table keyed by method keys (a spec dict, a string, a
+    spec constant ``SGP_1PEER``), not a fact about the algorithm (a number, a computed value, a
+    function)."""
+    return isinstance(v, ast.Dict) or (isinstance(v, ast.Constant) and isinstance(v.value, str)) or (
+        isinstance(v, ast.Name) and v.id.isupper())
+
+
+def _algorithm_name_uses(tree: ast.AST, names: set[str]) -> list[str]:
+    """``line: what`` of every comparison with an algorithm name among its operands (a string, or
+    one in a tuple / list / set literal), every set literal (or ``set(...)`` / ``frozenset(...)``
+    of a literal) holding an algorithm name (a name set), and every dict literal keyed by an
+    algorithm name whose values are facts (:func:`_is_config_value`: a dispatch table)."""
+    def named(e: ast.AST) -> bool:
+        if isinstance(e, ast.Constant):
+            return e.value in names
+        return isinstance(e, (ast.Tuple, ast.List, ast.Set)) and any(named(x) for x in e.elts)
+
+    hits = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Compare) and any(named(e) for e in (n.left, *n.comparators)):
+            hits.append((n, f"compared: {ast.unparse(n)}"))
+        elif isinstance(n, ast.Set) and named(n):
+            hits.append((n, f"name set: {ast.unparse(n)}"))
+        elif isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("set", "frozenset") and n.args \
+                and isinstance(n.args[0], (ast.Tuple, ast.List)) and named(n.args[0]):
+            hits.append((n, f"name set: {ast.unparse(n)}"))
+        elif isinstance(n, ast.Dict) and any(k is not None and named(k) and not _is_config_value(v)
+                                             for k, v in zip(n.keys, n.values)):
+            hits.append((n, f"dispatch on names: {ast.unparse(n)}"))
+    return [f"{n.lineno}: {what}" for n, what in sorted(hits, key=lambda h: (h[0].lineno, h[0].col_offset))]
+
+
+def test_no_algorithm_name_decided_on_outside_the_algorithms():
+    names = algorithm_names()
+    files = [p for d in SCANNED for p in sorted((ROOT / d).rglob("*.py"))]
+    offenders = {str(p.relative_to(ROOT)): hits for p in files
+                 if ROOT / "impls" / "algorithms" not in p.parents
+                 and (hits := _algorithm_name_uses(ast.parse(p.read_text()), names))}
+    assert offenders == {}, ("ask the algorithm's class (sync_collective, timing_dependent, step_cost, "
+                             "closed_form_options, closed_form_variants: impls/protocol.py) instead")
+    planted = ("if algorithm == 'allreduce_sgd': pass\n"
+               "ok = name in ('ps_sync', 'x')\n"
+               "SYNC = frozenset({'allreduce_sgd', 'svrg'})\n"
+               "SHARE = {'signum_mv': 1 / 32}\n"
+               "x = alg.get('name') != 'dpsgd'\n"
+               "grid = {'allreduce_sgd': {'name': 'allreduce_sgd'}, 'sgp': SGP_1PEER}\n"
+               "labels = {'sgp': 'SGP'}\n"
+               "y = method == 'sgp_1peer'\n"
+               "BY = set(['adpsgd', 'ddcgu'])\n"
+               "z = n == 'signum_mv_allgather'\n"
+               "run = {'sgp': run_sgp}\n")
+    lines = [h.split(":")[0] for h in _algorithm_name_uses(ast.parse(planted), names)]
+    assert lines == ["1", "2", "3", "4", "5", "9", "10", "11"]  # not 6, 7 (a method grid, labels), 8 (a method key)
 
 
 RUNTIME = ROOT / "impls" / "runtime"

@@ -67,11 +67,6 @@ def test_default_config_is_valid(cfg):
      "experiments.baseline.platform", "only simulated runs (backend: simgrid)"),
     (lambda c: c["experiments"]["sgp_sim"].__setitem__("backend", "mpi"),
      "experiments.sgp_sim.backend", "torch, simgrid"),
-    # the figures an experiment draws: registered figures only (distrepro_wf.report.plots.FIGURES)
-    (lambda c: c["experiments"]["baseline"].__setitem__("figures", ["to_target", "pie"]),
-     "experiments.baseline.figures", "unknown figure 'pie'; known: acc_vs_wall, epoch_time_vs_nodes, "
-                                     "loss_vs_epoch, scaling, staleness, straggler_sensitivity, time_breakdown, "
-                                     "to_target"),
 ])
 def test_invalid_config_names_key_and_allowed_values(cfg, mutate, key, allowed):
     bad = copy.deepcopy(cfg)

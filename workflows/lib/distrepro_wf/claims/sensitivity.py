@@ -463,7 +463,7 @@ def reach_text(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any]) -
     (:func:`timing_dependent_sides`) reaches the target with a staleness that depends on timing, which
     a closed form cannot say: not evaluated.  A verdict that rests on censored times (the log-rank
     test) is not evaluated either (scaling censored times is not done here)."""
-    from .evaluate import pass_region  # noqa: PLC0415
+    from .expect import pass_region  # noqa: PLC0415
 
     if c["metric"] != "time_to_target_s" or "b" not in c:
         return None

@@ -246,9 +246,9 @@ def epoch_time(out: str | os.PathLike) -> float:
 def simulate_all(configs: dict[str, dict[str, Any]], workdir: str | os.PathLike, log: str | os.PathLike,
                  threads: int = 1, timeout_s: float = 600) -> tuple[dict[str, float], float]:
     """({key: simulated time per epoch}, CPU seconds of the simulations): every config one
-    child process (:func:`distrepro_wf.bench.simbench.simulate`), ``threads`` at once (simulated times do
+    child process (:func:`distrepro_wf.pipeline.child.simulate`), ``threads`` at once (simulated times do
     not depend on the load); a failed simulation raises, so no partial table is written."""
-    from ..bench.simbench import simulate  # noqa: PLC0415
+    from ..pipeline.child import simulate  # noqa: PLC0415
 
     cpu: list[float] = []
 

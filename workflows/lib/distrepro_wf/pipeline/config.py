@@ -313,7 +313,10 @@ def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
 
 def validate(config: dict[str, Any]) -> list[Run]:
     """Check everything before any job runs; return the expanded runs (none for a config that
-    holds only a ``plan``: :mod:`distrepro_wf.plan.config` checks that section)."""
+    holds only a ``plan``: :mod:`distrepro_wf.plan.config` checks that section).  (An experiment's
+    ``figures``: the report's registry, :func:`distrepro_wf.report.plots.experiment_figures`, which
+    the Snakefile checks right after this, ``workflows/rules/common.smk``: the report is a layer
+    above this one.)"""
     check_schema(config)
     if "plan" in config:
         from ..plan.config import check as check_plan
@@ -321,10 +324,6 @@ def validate(config: dict[str, Any]) -> list[Run]:
         check_plan(config)
     if "experiments" not in config:
         return []
-    from ..report.plots import experiment_figures  # the figure registry (its module imports this one)
-
-    for e in config["experiments"]:  # experiments.<e>.figures: registered figures only
-        experiment_figures(config, e)
     from impls.comm.communicator import Communicator
     from impls.protocol import Context
     from impls.config.runconfig import check_workload, resolve

@@ -228,3 +228,55 @@ def test_every_shipped_platform_is_a_file_with_its_sources():
                    if not p.stem.startswith("_"))
     assert files == PLATFORMS.names() == ["ethernet_10g", "fat_tree", "infiniband_100g", "shared_hpc", "star"]
     assert SOURCES["ethernet_10g"]["nic_gbps"].startswith("SGP (Assran+ 2019)")
+
+
+#: count the platform's and the profile's parses (one ``validate`` per ``from_dict``) in one
+#: simulated run of argv[2] ranks, written to argv[1]
+COUNT_PARSES = '''import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from conftest import make_config
+import impls.sim.platforms as P, impls.sim.profiles as R
+count = {"platform": 0, "profile": 0}
+for cls, k in ((P.PlatformConfig, "platform"), (R.ProfileConfig, "profile")):
+    def counted(self, key, orig=cls.validate, k=k):
+        count[k] += 1
+        return orig(self, key)
+    cls.validate = counted
+d = Path(sys.argv[1])
+cfg = make_config("allreduce_sgd", int(sys.argv[2]), backend="simgrid", platform="ethernet_10g",
+                  profile={"name": "fixed", "step_ms": 10.0, "model_mb": 1.0},
+                  workload={"epochs": 1, "max_steps_per_epoch": 2})
+(d / "cfg.json").write_text(json.dumps(cfg))
+from impls.sim.__main__ import run_one
+run_one(str(d / "cfg.json"), str(d / "out"), None, None)
+print(json.dumps(count))
+'''
+
+
+def test_a_simulated_run_parses_its_platform_and_profile_once(tmp_path):
+    """Resolved once, passed along: the engine resolves the run config, and every rank gets a copy
+    of that (before: 2 + n parses of each in an n-rank run's process, one per rank's resolve)."""
+    p = subprocess.run([sys.executable, "-c", COUNT_PARSES, str(tmp_path), "4", str(Path(__file__).parent)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert not (tmp_path / "out" / "error.json").exists()
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == {"platform": 1, "profile": 1}
+
+
+def test_the_workflow_check_parses_a_simulated_runs_platform_once(monkeypatch):
+    """The config check resolves each run once and hands that to the simulated run's host check
+    (before: 3 parses per simulated run: resolve, then check_sim_config's resolve and its own)."""
+    from conftest import make_config
+    from impls.config.runconfig import resolve
+    from impls.sim.engine import check_sim_config
+    from impls.sim.platforms import PlatformConfig
+
+    calls = []
+    orig = PlatformConfig.validate
+    monkeypatch.setattr(PlatformConfig, "validate", lambda self, key: (calls.append(key), orig(self, key))[1])
+    raw = make_config("ps_sync", 4, backend="simgrid", platform={"name": "ethernet_10g"}, profile="measured")
+    res = resolve(raw)
+    pcfg, prof, hosts = check_sim_config(raw, res)
+    assert len(calls) == 1 and pcfg is res.run.parsed["platform"] and prof is res.run.parsed["profile"]
+    assert (pcfg.nic_gbps, hosts) == (10.0, 5)  # 4 workers and the server

@@ -16,6 +16,8 @@
   a name set, or made the key of a dispatch table outside ``impls/algorithms/``: what the
   workflow needs of a method (``sync_collective``, ``timing_dependent``, ``step_cost``,
   ``closed_form_options``) is declared by its class and asked;
+* the workflow never spells the entry module of a simulated run (``impls.sim``): it asks the
+  backend's spec (``backend_of(cfg["backend"]).entry_module``, ``one_process``);
 * the runtime's loops (``impls/runtime/``) branch on no step-schedule capability flag
   (``barrier_free``, ``per_epoch_collectives``, or any boolean a schedule class declares):
   the schedule owns its epoch-end policy (``impls.runtime.steps``), and no function of the
@@ -331,6 +333,28 @@ def test_no_algorithm_name_decided_on_outside_the_algorithms():
                "run = {'sgp': run_sgp}\n")
     lines = [h.split(":")[0] for h in _algorithm_name_uses(ast.parse(planted), names)]
     assert lines == ["1", "2", "3", "4", "5", "9", "10", "11"]  # not 6, 7 (a method grid, labels), 8 (a method key)
+
+
+def simulated_entry_modules() -> set[str]:
+    """What ``python -m`` runs one config of a simulated backend (``impls.sim``)."""
+    mods = {BACKENDS.get(n)().entry_module for n in BACKENDS.names() if BACKENDS.get(n)().simulated}
+    assert mods == {"impls.sim"}, mods
+    return mods
+
+
+def _entry_spellings(tree: ast.AST, modules: set[str]) -> list[int]:
+    """Lines of a string constant that is a simulated backend's entry module."""
+    return sorted({n.lineno for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in modules})
+
+
+def test_the_workflow_asks_the_backend_for_a_simulated_runs_entry():
+    modules = simulated_entry_modules()
+    files = [p for d in ("workflows/lib", "workflows/scripts") for p in sorted((ROOT / d).rglob("*.py"))]
+    offenders = {str(p.relative_to(ROOT)): ln for p in files
+                 if (ln := _entry_spellings(ast.parse(p.read_text()), modules))}
+    assert offenders == {}, "ask backend_of(cfg['backend']).entry_module instead"
+    planted = 'cmd = [sys.executable, "-m", "impls.sim", "--serve"]\n"""python -m impls.sim"""\nm = spec.entry_module\n'
+    assert _entry_spellings(ast.parse(planted), modules) == [1]
 
 
 RUNTIME = ROOT / "impls" / "runtime"

@@ -342,7 +342,7 @@ def validate(config: dict[str, Any]) -> list[Run]:
             if is_simulated(raw):  # the platform has the hosts (workers and servers) the run needs
                 from impls.sim.engine import check_sim_config
 
-                check_sim_config(raw)
+                check_sim_config(raw, res)  # the platform and profile parsed by resolve, once
             StragglerModel(res.straggler, 0, run.nodes, run.seed)
             # the algorithm's own checks at this node count (its __init__ never communicates)
             res.algorithm_cls(res.algorithm, Context(0, run.nodes, Communicator(), res.optim, run.seed))

@@ -47,6 +47,8 @@ if not workflow.overwrite_configfiles:
 
 try:
     RUNS = wfconfig.validate(config)  # clear message: the key and the allowed values
+    for _e in config["experiments"]:  # experiments.<e>.figures: the report's registered figures only
+        wfplots.experiment_figures(config, _e)
 except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None
 validate(config, "../schemas/config.schema.yaml")

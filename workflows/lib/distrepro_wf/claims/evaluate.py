@@ -82,7 +82,7 @@ from impls.backends import backend_of, is_simulated
 
 from ..pipeline.catalogue import METRICS, Metric
 from ..pipeline.config import expand
-from .expect import pass_region
+from .expect import _above, _below, pass_region
 from .published import Published
 from . import mechanisms, size
 from .stats import interval, nonpositive, p_between
@@ -93,16 +93,6 @@ INCONCLUSIVE, PROVISIONAL = "inconclusive", "provisional"
 STATUSES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_COMPARABLE)
 #: fewer seeds (pairs) than this: the setting is provisional, never shown as reproduced
 MIN_SEEDS = 3
-
-
-def _below(x: float, region: tuple[float, bool, float, bool]) -> bool:
-    lo, lo_closed, _, _ = region
-    return x < lo or (x == lo and not lo_closed)
-
-
-def _above(x: float, region: tuple[float, bool, float, bool]) -> bool:
-    _, _, hi, hi_closed = region
-    return x > hi or (x == hi and not hi_closed)
 
 
 def _passes(m: float, expect: dict[str, Any]) -> bool:

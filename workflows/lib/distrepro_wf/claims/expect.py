@@ -25,3 +25,13 @@ def pass_region(expect: dict[str, Any]) -> tuple[float, bool, float, bool]:
     if op == "between":
         return v[0] - tol, True, v[1] + tol, True
     return v - tol, True, v + tol, True  # within
+
+
+def _below(x: float, region: tuple[float, bool, float, bool]) -> bool:
+    lo, lo_closed, _, _ = region
+    return x < lo or (x == lo and not lo_closed)
+
+
+def _above(x: float, region: tuple[float, bool, float, bool]) -> bool:
+    _, _, hi, hi_closed = region
+    return x > hi or (x == hi and not hi_closed)

@@ -141,6 +141,35 @@ class Algorithm:
     #: Empty: the method under its own name with its default config
     variants: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
 
+    # What the workflow asks about a method (never decided by its name elsewhere: tests/test_structure.py).
+    #: every step ends in a collective over all workers (an all-reduce or all-gather, a synchronous
+    #: server round): a fast worker waits there for the last one, and that wait is the straggler's
+    #: (``distrepro_wf.pipeline.collect.collective_wait``).  Gossip (a rank waits for its in-peers
+    #: only), asynchronous and barrier-free methods: False.
+    sync_collective: ClassVar[bool] = False
+    #: the steps it needs to reach a target depend on timing (an asynchronous method: staleness and
+    #: who averages with whom follow the ranks' speeds), so a closed form that scales time per step
+    #: cannot say where a time-to-target verdict flips (``distrepro_wf.claims.sensitivity``)
+    timing_dependent: ClassVar[bool] = False
+    #: configurations whose closed form has a name of its own, ``{name: config values}`` (e.g.
+    #: ``signum_mv``'s all-gather: ``{"signum_mv_allgather": {"aggregation": "allgather"}}``):
+    #: :meth:`step_cost` receives the values as options
+    closed_form_variants: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+
+    @classmethod
+    def step_cost(cls, p: Any, peers: int = 1, **opts: Any) -> float | None:
+        """The closed-form time (s) of one step at ``p`` (:class:`impls.comm.stepcost.Point`: compute,
+        model bytes, bandwidth, latency, nodes and the perturbed parameters), ``peers`` its
+        topology's peers, ``opts`` what :meth:`closed_form_options` read from its config; the
+        prediction a simulated speed verdict is checked against.  None: no closed form (default)."""
+        return None
+
+    @classmethod
+    def closed_form_options(cls, spec: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The options of a config's ``algorithm`` entry ``spec`` that :meth:`step_cost` reads
+        ({} by default); None where this configuration has no closed form."""
+        return {}
+
     def __init__(self, cfg: Any, ctx: Context):
         self.cfg = cfg
         self.ctx = ctx

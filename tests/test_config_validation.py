@@ -58,7 +58,7 @@ def test_default_config_is_valid(cfg):
      "experiments.baseline.methods.sgp_2peer.algorithm.topology.peers", "must be between 1 and 1 for 2 ranks"),
     # the simulated platform: its keys set on the experiment or the method
     (lambda c: c["experiments"]["sgp_sim"].__setitem__("platform", "ethernet_1g"),
-     "experiments.sgp_sim.platform.name", "allowed values: ethernet_10g, infiniband_100g, shared_hpc, fat_tree"),
+     "experiments.sgp_sim.platform.name", "allowed values: ethernet_10g, fat_tree, infiniband_100g, shared_hpc, star"),
     (lambda c: c["experiments"]["sgp_sim"]["methods"]["osgp"].__setitem__("profile", {"name": "fixed"}),
      "experiments.sgp_sim.methods.osgp.profile.step_ms", "needs step_ms"),
     (lambda c: c["experiments"]["sgp_sim"].__setitem__("platform", {"name": "ethernet_10g", "max_hosts": 16}),
@@ -67,11 +67,6 @@ def test_default_config_is_valid(cfg):
      "experiments.baseline.platform", "only simulated runs (backend: simgrid)"),
     (lambda c: c["experiments"]["sgp_sim"].__setitem__("backend", "mpi"),
      "experiments.sgp_sim.backend", "torch, simgrid"),
-    # the figures an experiment draws: registered figures only (distrepro_wf.report.plots.FIGURES)
-    (lambda c: c["experiments"]["baseline"].__setitem__("figures", ["to_target", "pie"]),
-     "experiments.baseline.figures", "unknown figure 'pie'; known: acc_vs_wall, epoch_time_vs_nodes, "
-                                     "loss_vs_epoch, scaling, staleness, straggler_sensitivity, time_breakdown, "
-                                     "to_target"),
 ])
 def test_invalid_config_names_key_and_allowed_values(cfg, mutate, key, allowed):
     bad = copy.deepcopy(cfg)

@@ -145,3 +145,138 @@ def test_profile_jitter_is_seeded_per_rank_and_has_mean_one():
     assert np.array_equal(a, b) and not np.array_equal(a, draw(2, 0)) and not np.array_equal(a, draw(1, 1))
     assert a.mean() == pytest.approx(0.1, rel=0.005)  # 4000 draws: se of the mean 0.08 %
     assert a.std() / a.mean() == pytest.approx(0.05, rel=0.05)
+
+
+#: a platform preset written as a contributor would, one file (the recipe of
+#: impls/sim/platforms/__init__.py): a 1 Gbit/s star, 50 us per message
+NEW_PLATFORM = '''"""``gige_test``: a 1 Gbit/s Ethernet cluster (a test's)."""
+
+from impls.sim.platforms import register_platform, star_network
+
+register_platform("gige_test", star_network, numbers={"nic_gbps": 1.0, "latency_us": 50.0, "max_hosts": 8},
+                  sources={"nic_gbps": "the test's spec sheet", "latency_us": None})  # a typical TCP figure
+'''
+#: simulate one run with the package's path extended by argv[1] (where the new file lies)
+RUN_ON_NEW_PLATFORM = '''import json, sys
+import impls.sim.platforms as platforms
+platforms.__path__.append(sys.argv[1])
+from impls.sim.__main__ import run_one
+run_one(sys.argv[2], sys.argv[3], None, None)
+'''
+
+
+def test_a_platform_is_one_new_file(tmp_path):
+    """Adding a platform is one new file in the platforms package: no other edit, and a run on it
+    costs what its numbers say.  AR-SGD (one all-reduce after backward) on 2 nodes, 10 ms of
+    compute, a 1 MB model: beta = 0.97 x 1 Gbit/s / 8 / 1.05 = 115.47619e6 bytes/s, the ring
+    2 x (50 us + 1e6 / (2 beta)) = 8.760124 ms, a step 18.760124 ms."""
+    from conftest import make_config
+
+    pkg = tmp_path / "more_platforms"
+    pkg.mkdir()
+    (pkg / "gige_test.py").write_text(NEW_PLATFORM)
+    cfg = make_config({"name": "allreduce_sgd", "overlap_backward": False}, 2, backend="simgrid",
+                      platform={"name": "gige_test"}, profile={"name": "fixed", "step_ms": 10.0, "model_mb": 1.0},
+                      workload={"epochs": 1, "max_steps_per_epoch": 3})
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    p = subprocess.run([sys.executable, "-c", RUN_ON_NEW_PLATFORM, str(pkg), str(tmp_path / "cfg.json"),
+                        str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert not (tmp_path / "out" / "error.json").exists(), (tmp_path / "out" / "error.json").read_text()
+    recs = [json.loads(x) for x in (tmp_path / "out" / "metrics" / "rank0.jsonl").read_text().splitlines()]
+    steps = [r for r in recs if r["kind"] == "step"][1:]
+    assert steps and steps[-1]["time/step_s"] == pytest.approx(0.018760124, rel=2e-3)
+    # and it is listed where a config's platform.name is checked (the registry, not a frozen list)
+    p = subprocess.run([sys.executable, "-c", "import sys; import impls.sim.platforms as P; P.__path__.append("
+                        "sys.argv[1]); print(','.join(P.PRESETS), P.unsourced(P.platform_config('gige_test')))",
+                        str(pkg)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split() == ["ethernet_10g,fat_tree,gige_test,infiniband_100g,shared_hpc,star", "[]"]
+
+
+def test_a_platform_without_sources_is_refused_when_its_file_is_imported(tmp_path):
+    """A number without a source entry is refused at registration (the file's import), naming the
+    platform and the number, not later when a claim is judged on it; an explicit None (unsourced,
+    with why) is accepted.  Nothing is registered by the refused file."""
+    import importlib.util
+
+    from impls.sim.platforms import PLATFORMS, register_platform, star_network
+
+    bad = tmp_path / "nosource_test.py"
+    bad.write_text(NEW_PLATFORM.replace("gige_test", "nosource_test").replace(
+        ', "latency_us": None})  # a typical TCP figure', "})"))
+    spec = importlib.util.spec_from_file_location("impls.sim.platforms.nosource_test", bad)
+    with pytest.raises(ValueError, match=r"platform 'nosource_test' has no source for latency_us: give each "
+                                         r"number's published source in sources=, or None"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert "nosource_test" not in PLATFORMS
+    with pytest.raises(ValueError, match=r"sources for numbers it does not have: rack_size"):
+        register_platform("extra_test", star_network, numbers={"nic_gbps": 1.0, "latency_us": 1.0, "max_hosts": 2},
+                          sources={"nic_gbps": None, "latency_us": None, "rack_size": None})
+    with pytest.raises(ValueError, match=r"unknown numbers \['nic_mbps'\]"):
+        register_platform("typo_test", star_network, numbers={"nic_mbps": 1.0, "max_hosts": 2},
+                          sources={"nic_mbps": None})
+    assert "extra_test" not in PLATFORMS and "typo_test" not in PLATFORMS
+
+
+def test_every_shipped_platform_is_a_file_with_its_sources():
+    """One file per preset in impls/sim/platforms/, each registering the preset named after it,
+    every number with a source entry (the registry refuses one without)."""
+    from impls.sim.platforms import PLATFORMS, SOURCES
+
+    files = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "impls" / "sim" / "platforms").glob("*.py")
+                   if not p.stem.startswith("_"))
+    assert files == PLATFORMS.names() == ["ethernet_10g", "fat_tree", "infiniband_100g", "shared_hpc", "star"]
+    assert SOURCES["ethernet_10g"]["nic_gbps"].startswith("SGP (Assran+ 2019)")
+
+
+#: count the platform's and the profile's parses (one ``validate`` per ``from_dict``) in one
+#: simulated run of argv[2] ranks, written to argv[1]
+COUNT_PARSES = '''import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from conftest import make_config
+import impls.sim.platforms as P, impls.sim.profiles as R
+count = {"platform": 0, "profile": 0}
+for cls, k in ((P.PlatformConfig, "platform"), (R.ProfileConfig, "profile")):
+    def counted(self, key, orig=cls.validate, k=k):
+        count[k] += 1
+        return orig(self, key)
+    cls.validate = counted
+d = Path(sys.argv[1])
+cfg = make_config("allreduce_sgd", int(sys.argv[2]), backend="simgrid", platform="ethernet_10g",
+                  profile={"name": "fixed", "step_ms": 10.0, "model_mb": 1.0},
+                  workload={"epochs": 1, "max_steps_per_epoch": 2})
+(d / "cfg.json").write_text(json.dumps(cfg))
+from impls.sim.__main__ import run_one
+run_one(str(d / "cfg.json"), str(d / "out"), None, None)
+print(json.dumps(count))
+'''
+
+
+def test_a_simulated_run_parses_its_platform_and_profile_once(tmp_path):
+    """Resolved once, passed along: the engine resolves the run config, and every rank gets a copy
+    of that (before: 2 + n parses of each in an n-rank run's process, one per rank's resolve)."""
+    p = subprocess.run([sys.executable, "-c", COUNT_PARSES, str(tmp_path), "4", str(Path(__file__).parent)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert not (tmp_path / "out" / "error.json").exists()
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == {"platform": 1, "profile": 1}
+
+
+def test_the_workflow_check_parses_a_simulated_runs_platform_once(monkeypatch):
+    """The config check resolves each run once and hands that to the simulated run's host check
+    (before: 3 parses per simulated run: resolve, then check_sim_config's resolve and its own)."""
+    from conftest import make_config
+    from impls.config.runconfig import resolve
+    from impls.sim.engine import check_sim_config
+    from impls.sim.platforms import PlatformConfig
+
+    calls = []
+    orig = PlatformConfig.validate
+    monkeypatch.setattr(PlatformConfig, "validate", lambda self, key: (calls.append(key), orig(self, key))[1])
+    raw = make_config("ps_sync", 4, backend="simgrid", platform={"name": "ethernet_10g"}, profile="measured")
+    res = resolve(raw)
+    pcfg, prof, hosts = check_sim_config(raw, res)
+    assert len(calls) == 1 and pcfg is res.run.parsed["platform"] and prof is res.run.parsed["profile"]
+    assert (pcfg.nic_gbps, hosts) == (10.0, 5)  # 4 workers and the server

@@ -87,7 +87,11 @@ from torch._utils import _flatten_dense_tensors
 from ..families.gossip import add_weight_decay, local_sgd
 from ..protocol import Algorithm, StepContext
 from ..comm.topology import BipartiteExponential
+from ..comm import stepcost as sc
 from . import register
+
+#: the share of the workers that are active (send their model) at a time: bipartite pairs
+ACTIVE_SHARE = 0.5
 
 
 @dataclass
@@ -100,6 +104,16 @@ class AdpsgdConfig:
 class ADPSGD(Algorithm):
     Config = AdpsgdConfig
     step_schedule = "shared_epochs"
+    timing_dependent = True  # who averages with whom, and how stale, follows the ranks' speeds
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float:
+        """Asynchronous pairwise averaging, overlapped: ``max(C, m(B))`` per worker step, half the
+        workers (the active ones, :data:`ACTIVE_SHARE`) sending at a time; a straggler slows only
+        itself, so an epoch's rate is ``(n - 1 + 1/F) / n`` of the nominal."""
+        n = p.nodes
+        rate = (n - 1 + 1 / p.slow_factor) / n if n > 1 else 1 / p.slow_factor
+        return max(p.compute_s, sc.message_s(p, p.model_bytes, sc.pair_flows(p, ACTIVE_SHARE))) / rate
     optimizer_use = "local_then_mix"
 
     def __init__(self, cfg, ctx):

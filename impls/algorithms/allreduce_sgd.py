@@ -107,6 +107,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..comm.flat import BackwardOverlap, BufferVector, GradientBuckets, WireLayout, state_buffers
+from ..comm import stepcost as sc
 from ..protocol import Algorithm, StepContext
 from . import register
 
@@ -122,6 +123,17 @@ class AllreduceSGDConfig:
 @register("allreduce_sgd")
 class AllreduceSGD(Algorithm):
     Config = AllreduceSGDConfig
+    sync_collective = True  # its all-reduce waits for every worker
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float | None:
+        """``C_n + max(0, R - overlap (2/3) C)``: the slowest worker's compute, then the ring
+        all-reduce ``R = 2 (n-1) (alpha + o + B / (n bw' e_AR))`` (``e_AR``: the platform's
+        ``allreduce_efficiency``; on racks a ring boundary shares an uplink), less the share of
+        the backward pass (2/3 of the step) it hides behind (``overlap``, as DDP's buckets do)."""
+        bw = sc.flow_bandwidth(p, 1.0 if sc.crosses_racks(p) else 0.0) * p.allreduce_efficiency
+        ring = sc.ring_allreduce_s(p.nodes, p.model_bytes, p.latency_s + p.msg_overhead_s, bw)
+        return sc.sync_compute(p, p.nodes) + max(0.0, ring - p.overlap * sc.BACKWARD_SHARE * p.compute_s)
 
     def setup(self, model):
         super().setup(model)

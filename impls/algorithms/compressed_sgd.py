@@ -105,6 +105,11 @@ def from_bytes(msg: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor
 class CompressedSGD(AllreduceSGD):  # shares allreduce_sgd's buffer broadcast; the step differs
     Config = CompressedSGDConfig
 
+    @classmethod
+    def step_cost(cls, p, peers: int = 1, **opts) -> float | None:
+        """No closed form: its wire size is the compressor's (not allreduce_sgd's ring)."""
+        return None
+
     def setup(self, model):
         super().setup(model)  # allreduce_sgd's: initial state, the buckets below, the buffer broadcast
         layout = [p.numel() for p, _ in self.buckets.views]

@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..comm import stepcost as sc
 from ..protocol import ServeContext, StepContext
 from ..families.ps import DONE, HEADER, PUSH, ParameterServer, split, staleness_stats
 from . import register
@@ -91,6 +92,13 @@ def visit(cycle: int, tau: list[float | None], live: list[int], adapt: bool) -> 
 class DDCGU(ParameterServer):
     Config = DDCGUConfig
     step_schedule = "shared_epochs"
+    timing_dependent = True  # a push sums what accumulated while the token went round
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float:
+        """A worker's main loop never waits (its background activity pushes at its turn): the
+        gradient rate is the workers' compute rate, ``T = n / sum_i 1/(C f_i)``."""
+        return p.nodes / sum(1 / (p.compute_s * f) for f in sc.worker_factors(p))
 
     def setup(self, model):
         super().setup(model)

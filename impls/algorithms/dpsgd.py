@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..comm.flat import flat_params, write_params
+from ..comm import stepcost as sc
 from ..families.gossip import GossipAlgorithm, Round, add_weight_decay, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
@@ -71,6 +72,32 @@ class DPSGDConfig:
 @register("dpsgd")
 class DPSGD(GossipAlgorithm):
     Config = DPSGDConfig
+    #: neighbours a step by topology (a topology not listed has no closed form)
+    closed_form_neighbours = {"ring": 2, "bipartite_exponential": 1}
+
+    @classmethod
+    def closed_form_options(cls, spec) -> dict | None:
+        """Its order and neighbours a step (``{order: step_then_mix}`` -> ``{"order":
+        "step_then_mix", "neighbours": 2}``); None on a topology without a closed form."""
+        topo = spec.get("topology") or "ring"
+        topo = topo.get("name", "ring") if isinstance(topo, dict) else topo
+        if topo not in cls.closed_form_neighbours:
+            return None
+        return {"order": str(spec.get("order", "mix_then_step")), "neighbours": cls.closed_form_neighbours[topo]}
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, neighbours: int = 2, order: str = "mix_then_step",
+                  **opts) -> float:
+        """Lian et al.'s order overlaps its exchange: ``max(C_2, comm)``, ``comm = alpha + o +
+        k B/bw'`` (``k`` neighbours a step through one NIC; on racks at least one ring-boundary
+        flow sharing an uplink with one other); ``step_then_mix`` (SGP's order: step, then
+        exchange and wait for the ``k`` neighbours) hides nothing: ``C_{k+1} + comm``."""
+        k = int(neighbours)
+        cross = sc.message_s(p, p.model_bytes, 2.0) if sc.crosses_racks(p) else 0.0
+        comm = max(sc.message_s(p, k * p.model_bytes), cross)
+        if order == "step_then_mix":  # step, then exchange and wait: nothing hidden
+            return sc.sync_compute(p, k + 1) + comm
+        return max(sc.sync_compute(p, 2), comm)
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

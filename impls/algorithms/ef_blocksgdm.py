@@ -93,6 +93,7 @@ import torch
 from ..compression import Compressor, build
 from ..errors import ConfigError
 from ..comm.flat import flat_grads, flat_params, write_params
+from ..comm import stepcost as sc
 from ..protocol import StepContext
 from ..families.ps import ServerBase
 from . import register
@@ -119,6 +120,15 @@ def make_compressor(cfg: EFBlockSGDMConfig, layout: Sequence[int], seed: int = 0
 class EFBlockSGDM(ServerBase):
     Config = EFBlockSGDMConfig
     optimizer_use = "owns"
+    sync_collective = True  # a synchronous server round
+    #: the share of a model one message weighs: packed signs (its per-block scales are negligible)
+    wire_share = 1 / 32
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float:
+        """``C_n + 2 (alpha + o + n S / bw')``: the server's one NIC receives and sends ``n``
+        messages of ``S = B/32`` (packed signs), one phase after the other."""
+        return sc.server_round_s(p, cls.wire_share)
     supported_optimizers = {"sgd": {}}  # momentum, nesterov and weight decay are read, any value
     serve = ServerBase.serve_rounds  # 5, 6 (aggregate, after_replying below)
 

@@ -56,6 +56,7 @@ from typing import Any
 import torch
 
 from ..comm.flat import flat_params, write_params
+from ..comm import stepcost as sc
 from ..families.gossip import GossipAlgorithm, Round, add_weight_decay, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
@@ -74,6 +75,11 @@ class OSGPConfig:
 @register("osgp")
 class OSGP(GossipAlgorithm):
     Config = OSGPConfig
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float:
+        """SGP's exchange hidden behind the next step's compute: ``max(C_2, p m(B))``."""
+        return max(sc.sync_compute(p, 2), peers * sc.message_s(p, p.model_bytes, sc.pair_flows(p)))
     pushsum = True
 
     def __init__(self, cfg, ctx):

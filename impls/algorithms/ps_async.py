@@ -68,6 +68,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..comm import stepcost as sc
 from ..protocol import ServeContext, StepContext
 from ..families.ps import ParameterServer
 from . import register
@@ -84,6 +85,12 @@ class PSAsyncConfig:
 class PSAsync(ParameterServer):
     Config = PSAsyncConfig
     step_schedule = "shared_epochs"
+    timing_dependent = True  # staleness follows the workers' speeds
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, servers: int = 1, inflight: int = 1, **opts) -> float:
+        """The smaller throughput of the workers' and the servers' (:func:`impls.comm.stepcost.async_round_s`)."""
+        return sc.async_round_s(p, servers, inflight)
 
     def setup(self, model) -> None:
         super().setup(model)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..comm import stepcost as sc
 from ..protocol import ServeContext, StepContext
 from ..families.ps import ParameterServer, split, staleness_stats
 from . import register
@@ -49,6 +50,14 @@ class PSCyclicConfig:
 @register("ps_cyclic")
 class PSCyclic(ParameterServer):
     Config = PSCyclicConfig
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, servers: int = 1, **opts) -> float:
+        """The fixed order waits for each worker in turn: a round is at least the slowest cycle
+        (compute ``C max(f, z_n)``) and at least the servers' ``n`` pushes."""
+        k = max(1, int(servers))
+        slowest = sc.worker_cycle_s(p.with_(compute_s=sc.sync_compute(p, p.nodes)), 1.0, k)
+        return max(sc.server_pushes_s(p, k), slowest)
 
     def step(self, s: StepContext) -> dict[str, float]:
         grads = self.shards.grads()

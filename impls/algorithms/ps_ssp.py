@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..comm import stepcost as sc
 from ..protocol import ServeContext, StepContext
 from ..families.ps import ParameterServer
 from . import register
@@ -51,6 +52,27 @@ class PSSSPConfig:
 class PSSSP(ParameterServer):
     Config = PSSSPConfig
     step_schedule = "shared_epochs"
+    timing_dependent = True  # staleness follows the workers' speeds
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, servers: int = 1, staleness: int = 3, inflight: int = 1,
+                  rounds: float | None = None, **opts) -> float:
+        """Without a straggler the bound never binds: ``ps_async``'s round.  With one, a round
+        lasts the slow worker's cycle (its reply after the ``n - 1`` it releases): ``t_ssp = C f +
+        delta + alpha + D + a + max(n delta + D, delta + n D) + alpha``, less the head start of
+        ``(n-1) s_b`` pushes over the run's ``rounds``; ``s_b = 0`` binds on every round."""
+        n = p.nodes
+        sigma, D, a = p.model_bytes / p.stage_bandwidth, p.model_bytes / sc.flow_bandwidth(p), p.apply_s
+        delta = sigma + p.msg_overhead_s
+        t_async = sc.async_round_s(p, servers, inflight)
+        if p.slow_factor <= 1.0 and staleness > 0:
+            return t_async
+        # the bound binds: on the slow worker, or with s_b = 0 on the slowest draw of every round
+        compute = p.compute_s * p.slow_factor if staleness > 0 else sc.sync_compute(p, n)
+        t_ssp = compute + delta + 2 * p.latency_s + D + a + max(n * delta + D, delta + n * D)
+        if rounds:
+            t_ssp *= max(0.0, 1 - (n - 1) * staleness / (n * rounds))
+        return max(t_async, t_ssp)
 
     def step(self, s: StepContext) -> dict[str, float]:
         grads = self.shards.grads()

@@ -56,6 +56,7 @@ from typing import Any
 import torch
 
 from ..comm.flat import flat_params, write_params
+from ..comm import stepcost as sc
 from ..families.gossip import GossipAlgorithm, add_weight_decay, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
@@ -74,6 +75,12 @@ class SGPConfig:
 @register("sgp")
 class SGP(GossipAlgorithm):
     Config = SGPConfig
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float:
+        """Push-sum, not overlapped: ``C_2 + p m(B)`` (compute waits on one in-neighbour; one
+        message of the model per peer, on racks random pairs sharing the uplinks)."""
+        return sc.sync_compute(p, 2) + peers * sc.message_s(p, p.model_bytes, sc.pair_flows(p))
     pushsum = True
     variants = {"sgp_1peer": {"topology": {"name": "exponential", "peers": 1}},
                 "sgp_2peer": {"topology": {"name": "exponential", "peers": 2}}}

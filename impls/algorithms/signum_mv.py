@@ -77,6 +77,7 @@ import torch
 from ..compression import build, pack_bits, unpack_bits
 from ..errors import ConfigError
 from ..comm.flat import flat_grads
+from ..comm import stepcost as sc
 from ..protocol import StepContext
 from ..families.ps import ServerBase
 from . import register
@@ -110,6 +111,20 @@ def byzantine(signs: torch.Tensor, numel: int, mode: str, seed: int, rank: int, 
 class SignumMV(ServerBase):
     Config = SignumMVConfig
     optimizer_use = "owns"
+    sync_collective = True  # the vote needs every worker's signs
+    #: the share of a model one message weighs: packed signs, 1 bit of 32
+    wire_share = 1 / 32
+    closed_form_variants = {"signum_mv_allgather": {"aggregation": "allgather"}}
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, aggregation: str = "server", **opts) -> float:
+        """``aggregation: server``: ``C_n + 2 (alpha + o + n S / bw')``, the server's one NIC
+        receiving then sending ``n`` messages of ``S = B/32``; ``allgather``: ``C_n + (n-1)
+        m(B/32)``, a ring all-gather of the packed signs, each worker voting locally."""
+        if aggregation == "allgather":
+            return sc.sync_compute(p, p.nodes) + (p.nodes - 1) * sc.message_s(
+                p, p.model_bytes * cls.wire_share, 1.0 if p.rack_size else 0.0)
+        return sc.server_round_s(p, cls.wire_share)
     supported_optimizers = {"sgd": {"momentum": 0.0}}  # the momentum is beta, before the sign
     serve = ServerBase.serve_rounds  # 4, 5 (aggregate, while_replying below)
 

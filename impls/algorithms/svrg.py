@@ -97,6 +97,7 @@ def _rows(batch) -> int:
 class SVRG(Algorithm):
     Config = SVRGConfig
     optimizer_use = "owns"
+    sync_collective = True  # its gradients are all-reduced every step
     # SVRG's own step: no momentum buffer, no L2 term (the paper's unregularised objective)
     supported_optimizers = {"sgd": {"momentum": 0.0, "weight_decay": 0.0}}
 

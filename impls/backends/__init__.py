@@ -454,15 +454,18 @@ class BackendSpec:
         """This process's rank of the backend, or None where this process is not one of its ranks."""
         return None
 
-    def validate(self, run: Any) -> None:
-        """Check the run config keys this backend owns (``platform``, ``profile``), naming the key."""
+    def validate(self, run: Any) -> dict[str, Any]:
+        """Check the run config keys this backend owns (``platform``, ``profile``), naming the key;
+        return them parsed (``{key: config object}``), kept as ``run.parsed`` so that nothing
+        parses them again in this process."""
+        return {}
 
     def provenance(self, backend: Backend) -> dict[str, Any]:
         """This backend's fields of a run's ``provenance.json``."""
         return {"backend": backend.name, "runs_on": self.runs_on}
 
 
-def _fixed_profile_only(run: Any) -> None:
+def _fixed_profile_only(run: Any) -> dict[str, Any]:
     """Real ranks: no platform; a profile only ``fixed`` (their compute charged as a sleep)."""
     if run.platform is not None:
         raise ConfigError("platform", f"only simulated runs (backend: {', '.join(simulated_names())}) have a "
@@ -477,6 +480,8 @@ def _fixed_profile_only(run: Any) -> None:
                                          f"as a sleep; messages weigh their real bytes, no model_mb); got "
                                          f"{run.profile!r}; other profiles need backend: "
                                          f"{', '.join(simulated_names())}")
+        return {"profile": prof}
+    return {}
 
 
 @BACKENDS.register("torch")
@@ -525,8 +530,8 @@ class TorchSpec(BackendSpec):
     def join(self, kind: str) -> Backend | None:
         return self.module_().join(kind)
 
-    def validate(self, run: Any) -> None:
-        _fixed_profile_only(run)
+    def validate(self, run: Any) -> dict[str, Any]:
+        return _fixed_profile_only(run)
 
 
 @BACKENDS.register("simgrid")
@@ -538,12 +543,12 @@ class SimGridSpec(BackendSpec):
     name, module, run_values = "simgrid", "sim", ("simgrid",)
     runs_on, time_kind, one_process, entry_module = "simulated", "simulated", True, "impls.sim"
 
-    def validate(self, run: Any) -> None:
+    def validate(self, run: Any) -> dict[str, Any]:
         from ..sim.platforms import platform_config
         from ..sim.profiles import profile_config
 
-        platform_config(run.platform if run.platform is not None else "ethernet_10g")
-        profile_config(run.profile if run.profile is not None else "measured")
+        return {"platform": platform_config(run.platform if run.platform is not None else "ethernet_10g"),
+                "profile": profile_config(run.profile if run.profile is not None else "measured")}
 
 
 #: the default of a run config's ``backend`` (real ranks: gloo, or NCCL where there is a GPU)

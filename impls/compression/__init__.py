@@ -40,6 +40,7 @@ exactly by :func:`keep_count` from the ratio as written in the config (``0.07 * 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -149,6 +150,31 @@ def block_sizes(numel: int, block: str, block_size: int = 0, layout: Sequence[in
         full, rest = divmod(numel, block_size)
         return [block_size] * full + ([rest] if rest else [])
     return [numel]
+
+
+@dataclass
+class BlockConfig:
+    """The blocks a block-wise compressor keeps one scale (or one pair of means) per: the config
+    keys ``block`` and ``block_size`` shared by ``sign``, ``onebit`` and ``terngrad`` (a compressor's
+    ``Config`` subclasses it, redeclaring ``block`` where its paper's default differs).
+
+    * ``block``: ``tensor`` (one block), ``layer`` (the model's layers: the algorithm's layout) or
+      ``size`` (``block_size`` consecutive elements each, the last one shorter);
+    * ``block_size`` (0): the elements per block for ``block: size``."""
+
+    block: str = field(default="layer", metadata={"choices": ("tensor", "layer", "size")})
+    block_size: int = field(default=0, metadata={"min": 0})
+
+    def check_blocks(self) -> None:
+        """A ``size`` block needs its size (called by the compressor's constructor)."""
+        from ..errors import ConfigError
+
+        if self.block == "size" and self.block_size < 1:
+            raise ConfigError("compressor.block_size", "block 'size' needs block_size >= 1")
+
+    def sizes(self, numel: int, layout: Sequence[int] | None) -> list[int]:
+        """:func:`block_sizes` of a ``numel``-element vector under this config."""
+        return block_sizes(numel, self.block, self.block_size, layout)
 
 
 def generator(seed: int, count: int, device: torch.device | str = "cpu") -> torch.Generator:

@@ -23,18 +23,17 @@ reconstruct better and cost 8 B each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
-from . import Compressor, block_sizes, pack_bits, register, unpack_bits
+from . import BlockConfig, Compressor, pack_bits, register, unpack_bits
 
 
 @dataclass
-class OneBitConfig:
-    block: str = field(default="layer", metadata={"choices": ("tensor", "layer", "size")})
-    block_size: int = field(default=0, metadata={"min": 0})
+class OneBitConfig(BlockConfig):
+    """``block`` (``layer``) and ``block_size``: :class:`~impls.compression.BlockConfig`."""
 
 
 @register("onebit")
@@ -43,18 +42,15 @@ class OneBit(Compressor):
 
     def __init__(self, cfg: OneBitConfig, seed: int = 0, layout: Sequence[int] | None = None):
         super().__init__(cfg, seed, layout)
-        from ..errors import ConfigError
-
-        if cfg.block == "size" and cfg.block_size < 1:
-            raise ConfigError("compressor.block_size", "block 'size' needs block_size >= 1")
+        cfg.check_blocks()
 
     def _ids(self, numel: int, device) -> tuple[int, torch.Tensor]:
-        sizes = block_sizes(numel, self.cfg.block, self.cfg.block_size, self.layout)
+        sizes = self.cfg.sizes(numel, self.layout)
         return len(sizes), torch.repeat_interleave(torch.arange(len(sizes), device=device),
                                                    torch.tensor(sizes, device=device))
 
     def wire(self, numel: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
-        nb = len(block_sizes(numel, self.cfg.block, self.cfg.block_size, self.layout))
+        nb = len(self.cfg.sizes(numel, self.layout))
         return [((-(-numel // 8),), torch.uint8), ((2 * nb,), torch.float32)]
 
     def compress(self, x: torch.Tensor) -> list[torch.Tensor]:

@@ -29,14 +29,13 @@ from typing import Sequence
 
 import torch
 
-from . import Compressor, pack_bits, register, unpack_bits
+from . import BlockConfig, Compressor, pack_bits, register, unpack_bits
 
 
 @dataclass
-class SignConfig:
-    scale: str = field(default="none", metadata={"choices": ("none", "mean_abs")})
+class SignConfig(BlockConfig):
     block: str = field(default="tensor", metadata={"choices": ("tensor", "layer", "size")})
-    block_size: int = field(default=0, metadata={"min": 0})
+    scale: str = field(default="none", metadata={"choices": ("none", "mean_abs")})
 
 
 @register("sign")
@@ -47,21 +46,13 @@ class Sign(Compressor):
         super().__init__(cfg, seed, layout)
         from ..errors import ConfigError
 
-        if cfg.block == "size" and cfg.block_size < 1:
-            raise ConfigError("compressor.block_size", "block 'size' needs block_size >= 1")
+        cfg.check_blocks()
         if cfg.block == "layer" and cfg.scale == "mean_abs" and layout is None:
             raise ConfigError("compressor.block", "block 'layer' needs the model's layer sizes (the algorithm's layout)")
 
     def blocks(self, numel: int) -> list[int]:
         """Sizes of the scale blocks of a ``numel``-element vector."""
-        if self.cfg.block == "layer" and self.layout is not None:
-            if sum(self.layout) != numel:
-                raise ValueError(f"layout covers {sum(self.layout)} elements, the vector has {numel}")
-            return list(self.layout)
-        if self.cfg.block == "size":
-            full, rest = divmod(numel, self.cfg.block_size)
-            return [self.cfg.block_size] * full + ([rest] if rest else [])
-        return [numel]
+        return self.cfg.sizes(numel, self.layout)
 
     def wire(self, numel: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
         parts = [((-(-numel // 8),), torch.uint8)]

@@ -45,13 +45,11 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from . import Compressor, block_sizes, generator, pack_codes, register, unpack_codes
+from . import BlockConfig, Compressor, generator, pack_codes, register, unpack_codes
 
 
 @dataclass
-class TernGradConfig:
-    block: str = field(default="layer", metadata={"choices": ("tensor", "layer", "size")})
-    block_size: int = field(default=0, metadata={"min": 0})
+class TernGradConfig(BlockConfig):  # block: layer (the paper's), block_size
     clip: float = field(default=0.0, metadata={"min": 0})
 
 
@@ -61,14 +59,11 @@ class TernGrad(Compressor):
 
     def __init__(self, cfg: TernGradConfig, seed: int = 0, layout: Sequence[int] | None = None):
         super().__init__(cfg, seed, layout)
-        from ..errors import ConfigError
-
-        if cfg.block == "size" and cfg.block_size < 1:
-            raise ConfigError("compressor.block_size", "block 'size' needs block_size >= 1")
+        cfg.check_blocks()
         self.calls = 0
 
     def blocks(self, numel: int) -> list[int]:
-        return block_sizes(numel, self.cfg.block, self.cfg.block_size, self.layout)
+        return self.cfg.sizes(numel, self.layout)
 
     def wire(self, numel: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
         return [((len(self.blocks(numel)),), torch.float32), ((2 * -(-numel // 8),), torch.uint8)]

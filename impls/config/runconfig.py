@@ -56,13 +56,18 @@ class RunConfig:
     profile: Any = None  # a simulated backend's: impls.sim.profiles; real ranks: a fixed one
     threads_per_rank: int = field(default=1, metadata={"min": 1})
     checkpoint: bool = True
+    #: the backend's own keys, parsed once by its spec while this config is read
+    #: (:meth:`impls.backends.BackendSpec.validate`): ``{"platform": PlatformConfig, "profile":
+    #: ProfileConfig}`` of a simulated run, ``{"profile": ...}`` of real ranks under a fixed
+    #: profile; not a config key
+    parsed: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def validate(self, key: str) -> None:
         if self.nodes < 1:
             raise ConfigError("nodes", f"must be >= 1, got {self.nodes}")
         if self.seed < 0:
             raise ConfigError("seed", f"must be >= 0, got {self.seed}")
-        backend_of(self.backend).validate(self)
+        self.parsed = backend_of(self.backend).validate(self)
 
 
 @dataclass

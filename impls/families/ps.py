@@ -285,6 +285,16 @@ class ParameterServer(ServerBase):
     A mode's file supplies ``step`` (when a worker pushes) and ``serve`` (the order in
     which a server applies pushes and releases replies); ``cfg.servers`` is read here."""
 
+    #: the options of a mode's config its closed form reads (:meth:`step_cost`), with their defaults
+    closed_form_keys = {"servers": 1, "staleness": 3, "inflight": 1}
+
+    @classmethod
+    def closed_form_options(cls, spec) -> dict:
+        """``{algorithm: {name: ps_async, servers: 4}}`` -> ``{"servers": 4}``: the keys of
+        :data:`closed_form_keys` the config sets.  A mode's :meth:`step_cost` is the time of one
+        *round* (``n`` gradients applied; the derivations: ``distrepro_wf.claims.closedform``)."""
+        return {k: int(spec[k]) for k in cls.closed_form_keys if k in spec}
+
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
         if cfg.servers > 1 and getattr(ctx.optim, "name", "sgd") == "lars":

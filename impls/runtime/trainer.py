@@ -39,7 +39,7 @@ from ..errors import ConfigError, DivergedError
 from .metrics import MetricsWriter
 from ..protocol import Context
 from .provenance import config_hash, provenance, rank_map
-from ..config.runconfig import RunConfig, resolve
+from ..config.runconfig import Resolved, RunConfig, resolve
 from .straggler import StragglerModel, straggler_config
 from ..tasks import build_task
 from .checkpoint import resume
@@ -90,9 +90,9 @@ def _clock(run: RunConfig, backend: Backend, clock: Clock | None) -> Clock:
     """The run's clock: the one given (a simulated rank's), a charged one for real ranks under a
     fixed profile (:class:`~impls.backends.ChargedClock`), else the wall clock."""
     if clock is None and run.profile is not None:
-        from ..sim.profiles import Profile, profile_config
+        from ..sim.profiles import Profile
 
-        prof = Profile(profile_config(run.profile))
+        prof = Profile(run.parsed["profile"])  # parsed once, by the backend's spec
         clock = ChargedClock(prof.step_time(run.seed, backend.rank), prof.describe(), prof.cfg.backward_fraction)
     return clock if clock is not None else Clock()
 
@@ -115,15 +115,18 @@ def _write_run_files(out_dir: Path, raw: dict[str, Any], backend: Backend, roles
 
 
 def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.PathLike | None = None,
-          backend: Backend | None = None, clock: Clock | None = None) -> None:
+          backend: Backend | None = None, clock: Clock | None = None, resolved: Resolved | None = None) -> None:
     """Run one configuration on this rank (``backend``: its process group; default: this
     process alone, or torchrun's group when started by torchrun).
 
     1. resolve the config, check the world size against the algorithm's roles;
     2. build the task's data and the model (the same seed on every rank: identical init);
     3. the algorithm on its Communicator, set up; rank 0 writes the run's files;
-    4. resume from the ranks' agreed checkpoint, then the worker's or the server's loop."""
-    res = resolve(raw)
+    4. resume from the ranks' agreed checkpoint, then the worker's or the server's loop.
+
+    ``resolved``: ``raw`` resolved already (the simulation engine resolves a run once for all its
+    ranks, each getting its own copy)."""
+    res = resolved if resolved is not None else resolve(raw)
     run, wl = res.run, res.workload
     backend = backend if backend is not None else current_backend(run.backend)
     clock = _clock(run, backend, clock)

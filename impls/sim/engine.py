@@ -17,28 +17,29 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
-from .platforms import check_hosts, platform_config
-from .profiles import profile_config
+from .platforms import check_hosts
 
 
 class SimulationDeadlock(RuntimeError):
     pass
 
 
-def check_sim_config(raw: Mapping[str, Any]) -> tuple[Any, Any, int]:
+def check_sim_config(raw: Mapping[str, Any], res: Any = None) -> tuple[Any, Any, int]:
     """Platform and profile configs of a simulated run, and its number of hosts (every
-    error raised here names its key, before any simulation starts)."""
+    error raised here names its key, before any simulation starts).  ``res``: ``raw`` already
+    resolved (:func:`impls.config.runconfig.resolve`), whose platform and profile were parsed
+    then (``res.run.parsed``); None: resolved here."""
     from ..backends import backend_of, simulated_names
     from ..config.runconfig import resolve
 
-    res = resolve(raw)
+    res = resolve(raw) if res is None else res
     if not backend_of(res.run.backend).simulated:
         raise ConfigError("backend", f"{res.run.backend!r} is not a simulated backend; use "
                                      f"{' or '.join(map(repr, simulated_names()))}")
     hosts = len(res.algorithm_cls.roles(res.run.nodes, res.algorithm))
-    pcfg = platform_config(res.run.platform)
+    pcfg = res.run.parsed["platform"]
     check_hosts(pcfg, hosts)
-    return pcfg, profile_config(res.run.profile), hosts
+    return pcfg, res.run.parsed["profile"], hosts
 
 
 def run_actors(pcfg: Any, n: int, main: Callable[[int, Any], Any], seed: int = 0,
@@ -84,11 +85,15 @@ def run_actors(pcfg: Any, n: int, main: Callable[[int, Any], Any], seed: int = 0
 def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.PathLike | None = None,
              calibration: str | os.PathLike | None = None) -> None:
     """Run ``raw`` (a resolved run config with ``backend: simgrid``) to completion."""
+    import copy
+
     from ..backends.sim import SimBackend, SimClock
+    from ..config.runconfig import resolve
     from ..runtime.trainer import train
     from .calibration import build_profile
 
-    pcfg, prof_cfg, n = check_sim_config(raw)
+    res = resolve(raw)  # once for the whole run: every rank gets its own copy, parsed already
+    pcfg, prof_cfg, n = check_sim_config(raw, res)
     profile = build_profile(prof_cfg, raw, calibration)
     describe = {**profile.describe(), "platform": {k: v for k, v in vars(pcfg).items() if v is not None}}
 
@@ -97,6 +102,6 @@ def simulate(raw: Mapping[str, Any], out: str | os.PathLike, ckpt_dir: str | os.
                          profile.opcost, backward_fraction=prof_cfg.backward_fraction,
                          gradient_layout=profile.gradient_layout())
         world.clocks[rank] = clock
-        train(raw, Path(out), ckpt_dir, SimBackend(world, rank, list(range(n))), clock)
+        train(raw, Path(out), ckpt_dir, SimBackend(world, rank, list(range(n))), clock, resolved=copy.deepcopy(res))
 
     run_actors(pcfg, n, rank_main, int(raw.get("seed", 0)), raw.get("allreduce_algorithm", "ring"))

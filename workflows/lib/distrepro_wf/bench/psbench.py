@@ -56,11 +56,17 @@ def server_throughput(spec: dict[str, Any], workloads: dict[str, Any], log) -> p
     return df
 
 
-def tta_vs_sync(runs: pd.DataFrame, straggler: str = "slow1x4", metric: str = "time_to_target_s") -> pd.DataFrame:
-    """Per mode: mean of ``metric(mode) / metric(ps_sync)`` over the seeds both have, with a
-    95 % t interval on the log ratios (``nan`` where a side never reached the target)."""
+#: the study's synchronous baseline: a method key of config/ps_studies.yaml (the runs table's ``method``)
+BASELINE_METHOD = "ps_sync"
+
+
+def tta_vs_sync(runs: pd.DataFrame, straggler: str = "slow1x4", metric: str = "time_to_target_s",
+                baseline: str = BASELINE_METHOD) -> pd.DataFrame:
+    """Per mode: mean of ``metric(mode) / metric(baseline)`` (the synchronous mode, ``ps_sync``) over
+    the seeds both have, with a 95 % t interval on the log ratios (``nan`` where a side never
+    reached the target)."""
     r = runs[runs["straggler"] == straggler]
-    base = r[r["method"] == "ps_sync"].set_index(["nodes", "seed"])[metric]
+    base = r[r["method"] == baseline].set_index(["nodes", "seed"])[metric]
     rows = []
     for (m, n), g in r.groupby(["method", "nodes"]):
         ratio = (g.set_index(["nodes", "seed"])[metric] / base).dropna()

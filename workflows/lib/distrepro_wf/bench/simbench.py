@@ -30,9 +30,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -40,6 +37,8 @@ import pandas as pd
 
 from impls.errors import ConfigError
 
+from ..claims.published import FITTED_ROWS
+from ..pipeline.child import Child, check, run_child, simulate  # noqa: F401  (this module's API too)
 from ..pipeline.launch import run_command
 from .ranges import TIMEOUT_S, Range, check_spec
 
@@ -49,13 +48,6 @@ COST_TOL = 0.05  # the simulator's bound: ring all-reduce within 5 % of alpha-be
 SLOWMO_TOL = 0.15
 VS_REAL_TOL = 0.15
 FIVE_MIN_S = 300.0
-
-#: published rows a platform parameter is fitted on (``sim_paper_rows.csv`` role ``fitted``,
-#: scripts/bench_sim_paper_rows.py): a simulated claim that sets this parameter never shows a row
-#: of it as its published value (:func:`distrepro_wf.claims.evaluate.label_row`)
-FITTED_ROWS = {"slowmo_t2a_ar_tpi": "allreduce_efficiency", "sgp_v1_time_ar_n32": "allreduce_efficiency",
-               # the every-message bandwidth efficiency, as the platform's nic_gbps x e (:func:`with_msg_efficiency`)
-               "slowmo_t2a_sgp_tpi": "nic_gbps"}
 
 SGP_1PEER = {"name": "sgp", "topology": {"name": "exponential", "peers": 1}}
 OSGP_1PEER = {"name": "osgp", "tau": 1, "topology": {"name": "exponential", "peers": 1}}
@@ -187,94 +179,6 @@ def merged(base: Mapping[str, Any], over: Mapping[str, Any] | None) -> dict[str,
     return out
 
 
-# -- child processes ------------------------------------------------------------------------
-@dataclass
-class Child:
-    rc: int
-    wall_s: float
-    peak_rss_mb: float  # the child's own peak resident set (wait4's ru_maxrss), MiB
-    timed_out: bool = False
-    cpu_s: float = 0.0  # the child's user + system CPU time (with its own reaped children)
-    peak_vm_mb: float = float("nan")  # its peak virtual size (/proc/<pid>/status VmPeak, last read), MiB
-    peak_maps: int = -1  # the most memory mappings it held at one time (/proc/<pid>/maps, sampled)
-
-
-#: how often :func:`run_child` samples the child's virtual size and mappings (seconds)
-SAMPLE_S = 0.25
-
-
-def _sample(pid: int, peak: dict[str, float], done: threading.Event) -> None:
-    """Until ``done``: the child's VmPeak (kB; a peak the kernel keeps) and the largest number
-    of lines of its ``/proc/<pid>/maps`` seen (one a mapping), into ``peak``."""
-    while not done.is_set():
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmPeak:"):
-                        peak["vm_kb"] = max(peak.get("vm_kb", 0), int(line.split()[1]))
-            with open(f"/proc/{pid}/maps") as f:
-                peak["maps"] = max(peak.get("maps", 0), sum(1 for _ in f))
-        except (OSError, ValueError):  # gone (or a zombie, whose maps read empty)
-            pass
-        done.wait(SAMPLE_S)
-
-
-def run_child(cmd: list[str], log: str | os.PathLike, timeout_s: float = 1800, cwd: str | os.PathLike = REPO,
-              env: Mapping[str, str] | None = None) -> Child:
-    """Run ``cmd`` with its output appended to ``log``; its wall time, peak RSS, peak virtual
-    size and most mappings held (a simulation whose actors leak stacks grows the last two
-    by 8 MiB and 2 a collective: issue 35).
-
-    The RSS is this child's own (``os.wait4``), not the maximum over every child so far that
-    ``getrusage(RUSAGE_CHILDREN)`` reports; virtual size and mappings are sampled every
-    :data:`SAMPLE_S` from ``/proc`` while it runs.  A child past ``timeout_s`` is killed."""
-    with open(log, "a") as f:
-        f.write(f"$ {' '.join(map(str, cmd))}\n")
-        f.flush()
-        t0 = time.perf_counter()
-        p = subprocess.Popen(list(map(str, cmd)), stdout=f, stderr=subprocess.STDOUT, cwd=cwd,
-                             env={**os.environ, **(env or {})})
-        killed = threading.Event()
-
-        def kill() -> None:
-            killed.set()
-            p.kill()
-
-        timer = threading.Timer(timeout_s, kill)
-        timer.start()
-        peak: dict[str, float] = {}
-        done = threading.Event()
-        sampler = threading.Thread(target=_sample, args=(p.pid, peak, done), daemon=True)
-        sampler.start()
-        try:
-            _, status, usage = os.wait4(p.pid, 0)
-        finally:
-            timer.cancel()
-            done.set()
-            sampler.join()
-        wall = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-    return Child(p.returncode, wall, usage.ru_maxrss / 1024, killed.is_set(), usage.ru_utime + usage.ru_stime,
-                 peak.get("vm_kb", float("nan")) / 1024, int(peak.get("maps", -1)))
-
-
-def simulate(cfg: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.PathLike,
-             calibration: str | os.PathLike | None = None, timeout_s: float = 1800,
-             must_succeed: bool = True) -> tuple[Child, Path]:
-    """One simulated run (``python -m impls.sim``) of ``cfg`` in ``workdir``; its output
-    directory.  A failure raises, unless not ``must_succeed`` (then see ``Child``)."""
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "cfg.json").write_text(json.dumps(cfg, indent=1))
-    cmd = [sys.executable, "-m", "impls.sim", "--config", workdir / "cfg.json", "--out", workdir / "out"]
-    if calibration is not None:
-        cmd += ["--calibration", calibration]
-    child = run_child(cmd, log, timeout_s)
-    if must_succeed:
-        check(child, workdir / "out", "simulation")
-    return child, workdir / "out"
-
-
 def real_run(cfg: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.PathLike,
              timeout_s: float = 1800) -> tuple[Child, Path]:
     """``cfg`` on real ranks: one ``torchrun --standalone`` launch of ``impls.run`` (gloo on CPU)."""
@@ -287,14 +191,6 @@ def real_run(cfg: Mapping[str, Any], workdir: str | os.PathLike, log: str | os.P
     child = run_child(cmd, log, timeout_s)
     check(child, workdir / "out", "real run")
     return child, workdir / "out"
-
-
-def check(child: Child, out: Path, what: str) -> None:
-    if child.timed_out:
-        raise RuntimeError(f"{what} {out} killed after {child.wall_s:.0f} s (timeout)")
-    if child.rc != 0 or (out / "error.json").exists():
-        err = (out / "error.json").read_text() if (out / "error.json").exists() else f"exit status {child.rc}"
-        raise RuntimeError(f"{what} {out} failed: {err} (see the log)")
 
 
 def collective_times(platform: Any, n: int, sizes: Iterable[float], log: str | os.PathLike,

@@ -82,6 +82,7 @@ from impls.backends import backend_of, is_simulated
 
 from ..pipeline.catalogue import METRICS, Metric
 from ..pipeline.config import expand
+from .expect import _above, _below, pass_region
 from .published import Published
 from . import mechanisms, size
 from .stats import interval, nonpositive, p_between
@@ -92,34 +93,6 @@ INCONCLUSIVE, PROVISIONAL = "inconclusive", "provisional"
 STATUSES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_COMPARABLE)
 #: fewer seeds (pairs) than this: the setting is provisional, never shown as reproduced
 MIN_SEEDS = 3
-
-
-def pass_region(expect: dict[str, Any]) -> tuple[float, bool, float, bool]:
-    """``expect`` with its tolerance as an interval ``(low, low_closed, high, high_closed)``:
-    ``<``/``<=`` pass when m op value+tol, ``>``/``>=`` when m op value-tol, ``between [lo, hi]``
-    when lo-tol <= m <= hi+tol, ``within`` when |m - value| <= tol."""
-    op, v, tol = expect["op"], expect["value"], expect["tolerance"]
-    if op == "<":
-        return -math.inf, False, v + tol, False
-    if op == "<=":
-        return -math.inf, False, v + tol, True
-    if op == ">":
-        return v - tol, False, math.inf, False
-    if op == ">=":
-        return v - tol, True, math.inf, False
-    if op == "between":
-        return v[0] - tol, True, v[1] + tol, True
-    return v - tol, True, v + tol, True  # within
-
-
-def _below(x: float, region: tuple[float, bool, float, bool]) -> bool:
-    lo, lo_closed, _, _ = region
-    return x < lo or (x == lo and not lo_closed)
-
-
-def _above(x: float, region: tuple[float, bool, float, bool]) -> bool:
-    _, _, hi, hi_closed = region
-    return x > hi or (x == hi and not hi_closed)
 
 
 def _passes(m: float, expect: dict[str, Any]) -> bool:
@@ -806,12 +779,12 @@ def runs_on(config: dict[str, Any], experiment: str) -> tuple[str, str]:
 
 def fitted_sources(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """The claim's published rows that a parameter of its simulated platform was fitted on
-    (:data:`distrepro_wf.bench.simbench.FITTED_ROWS`: only when the experiment sets that parameter
+    (:data:`distrepro_wf.claims.published.FITTED_ROWS`: only when the experiment sets that parameter
     away from its preset's value: ``allreduce_efficiency`` other than 1, a preset's ``nic_gbps``
     other than its own; a ``nic_gbps`` the preset leaves to the config, ``star``'s, is no fit)."""
     from impls.sim.platforms import PRESETS, PlatformConfig  # noqa: PLC0415
 
-    from ..bench.simbench import FITTED_ROWS  # noqa: PLC0415
+    from .published import FITTED_ROWS  # noqa: PLC0415
 
     exp = (config.get("experiments") or {}).get(c["experiment"]) or {}
     plat = exp.get("platform") if isinstance(exp.get("platform"), dict) else {}
@@ -876,7 +849,7 @@ def _label(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) -> tu
                                else f"measured (real ranks: {how})")
     fitted = fitted_sources(c, config)
     if fitted:
-        from ..bench.simbench import FITTED_ROWS  # noqa: PLC0415
+        from .published import FITTED_ROWS  # noqa: PLC0415
 
         row["published_fitted"] = "; ".join(f"{s} (platform.{FITTED_ROWS[s]} fitted on it)" for s in fitted)
         row["published"], row["gap"] = None, math.nan

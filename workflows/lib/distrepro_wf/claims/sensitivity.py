@@ -128,7 +128,7 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
     alpha, beta = alpha_beta(plat)
     preset = PRESETS.get(plat.name, {})
     rack = int(plat.rack_size or 0)
-    # the two op costs a parameter server's closed form keeps (closedform.ps_step_s): staging of a
+    # the two op costs a parameter server's closed form keeps (the PS modes' step_cost, closedform): staging of a
     # payload and the apply (plain SGD: 3 x B for the weighted gradient, 5 x B for the update)
     ops = given_opcost(vars(prof), paper_opcost() if prof.name in PAPER else FREE)
     model_bytes = prof.model_mb * 1e6
@@ -443,16 +443,13 @@ def _fmt_abs(spec: dict[str, Any], v: float, nominal: cf.Point) -> str:
     return f"{v:.3g}x = {v * base * unit[0]:.3g} {unit[1]}"
 
 
-#: methods whose trajectory (staleness, so steps to a target) depends on timing: the rest take the
-#: same steps whatever the timing parameters (synchronous, or a fixed order: ps_cyclic)
-TIMING_DEPENDENT = {"adpsgd", "ps_async", "ps_ssp", "ddcgu"}
-
-
 def timing_dependent_sides(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
-    """The methods of a two-sided claim whose trajectory depends on timing (:data:`TIMING_DEPENDENT`)."""
+    """The methods of a two-sided claim whose trajectory (staleness, so steps to a target) depends
+    on timing: their algorithm's class says so (``timing_dependent``); the rest take the same steps
+    whatever the timing parameters (synchronous, or a fixed order: ps_cyclic)."""
     methods = (config.get("experiments") or {}).get(c["experiment"], {}).get("methods") or {}
     names = {s: c[s]["method"] for s in ("a", "b") if s in c}
-    return sorted({m for m in names.values() if cf.method_algorithm(methods.get(m), m)[0] in TIMING_DEPENDENT})
+    return sorted({m for m in names.values() if cf.timing_dependent(methods.get(m), m)})
 
 
 def reach_text(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any]) -> str | None:
@@ -463,10 +460,10 @@ def reach_text(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any]) -
     defined, or the side that must be sooner reaches it in a smaller share of its runs), a run
     lasts a fixed number of epochs and a synchronous method takes the same steps whatever the
     timing, so no parameter of the ranges moves the verdict: it holds.  An asynchronous side
-    (:data:`TIMING_DEPENDENT`) reaches the target with a staleness that depends on timing, which
+    (:func:`timing_dependent_sides`) reaches the target with a staleness that depends on timing, which
     a closed form cannot say: not evaluated.  A verdict that rests on censored times (the log-rank
     test) is not evaluated either (scaling censored times is not done here)."""
-    from .evaluate import pass_region  # noqa: PLC0415
+    from .expect import pass_region  # noqa: PLC0415
 
     if c["metric"] != "time_to_target_s" or "b" not in c:
         return None

@@ -48,6 +48,7 @@ distinct (side, point): 316 simulations of 7-32 simulated nodes for the default 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -131,6 +132,18 @@ def _spec(x: Any) -> dict[str, Any]:
     return {"name": x} if isinstance(x, str) else copy.deepcopy(dict(x))
 
 
+def overlap_default(algorithm: str) -> bool | None:
+    """The default of ``algorithm``'s ``overlap_backward`` (its all-reduce hidden behind the
+    backward pass, the simulator's knob of the overlap range), as its config declares it; None
+    where its config has no such key (the algorithm all-reduces nothing to hide)."""
+    from impls.algorithms import ALGORITHMS  # noqa: PLC0415
+
+    if algorithm not in ALGORITHMS:
+        return None
+    f = {f.name: f for f in dataclasses.fields(ALGORITHMS.get(algorithm).Config)}.get("overlap_backward")
+    return None if f is None else f.default
+
+
 def perturb(cfg: dict[str, Any], name: str, value: float) -> dict[str, Any]:
     """``cfg`` with parameter ``name`` (a :data:`~distrepro_wf.claims.sensitivity.RANGES` name) at
     ``value`` (a factor for the "scale" ranges) on the simulator's knobs (module docstring);
@@ -170,8 +183,9 @@ def perturb(cfg: dict[str, Any], name: str, value: float) -> dict[str, Any]:
         rspec["stage_gbps"] = stage * value
     elif name == "overlap":
         on = bool(value >= 0.5)
-        if cfg["algorithm"]["name"] == "allreduce_sgd" and cfg["algorithm"].get("overlap_backward", True) != on:
-            cfg["algorithm"]["overlap_backward"] = on  # (its default: on)
+        default = overlap_default(cfg["algorithm"]["name"])
+        if default is not None and cfg["algorithm"].get("overlap_backward", default) != on:
+            cfg["algorithm"]["overlap_backward"] = on
         return cfg
     else:
         raise NotSwept(f"no simulator knob for {name!r}")
@@ -198,7 +212,7 @@ def plan(claims: Iterable[dict[str, Any]], config: dict[str, Any], steps: int = 
         fn = sensitivity.ratio_fn(c, config, n, st, ctl)
         nominal = sensitivity.nominal_point(config, c["experiment"], n, st)
         short = [short_config(config, s, steps, epochs) for s in sides(c, config, n, st)]
-        has_ar = any(s["algorithm"]["name"] == "allreduce_sgd" for s in short)
+        has_ar = any(overlap_default(s["algorithm"]["name"]) is not None for s in short)
         ends = [("", "nominal", math.nan, lambda p: p, list(short), "")]
         for spec in sensitivity.RANGES:
             make, low, high, _ = sensitivity._setter(spec, nominal) if nominal else (None, spec["low"], spec["high"], 0)
@@ -232,9 +246,9 @@ def epoch_time(out: str | os.PathLike) -> float:
 def simulate_all(configs: dict[str, dict[str, Any]], workdir: str | os.PathLike, log: str | os.PathLike,
                  threads: int = 1, timeout_s: float = 600) -> tuple[dict[str, float], float]:
     """({key: simulated time per epoch}, CPU seconds of the simulations): every config one
-    child process (:func:`distrepro_wf.bench.simbench.simulate`), ``threads`` at once (simulated times do
+    child process (:func:`distrepro_wf.pipeline.child.simulate`), ``threads`` at once (simulated times do
     not depend on the load); a failed simulation raises, so no partial table is written."""
-    from ..bench.simbench import simulate  # noqa: PLC0415
+    from ..pipeline.child import simulate  # noqa: PLC0415
 
     cpu: list[float] = []
 

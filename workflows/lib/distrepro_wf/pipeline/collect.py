@@ -283,12 +283,15 @@ def model_size(prov: dict, runinfo: dict) -> dict:
 GATE_TOL_S = {"simulated": 1e-9, "wall clock": 1e-3}
 
 
-#: algorithms whose every step ends in a collective over all workers (an all-reduce or all-gather,
-#: a synchronous parameter-server round): a fast worker waits there for the last one.  Gossip
-#: (sgp, osgp, dpsgd, d2: a rank waits for its in-peers only, and for their messages' transfer),
-#: asynchronous and barrier-free methods are not: their waits stay communication.
-SYNC_COLLECTIVE_ALGORITHMS = frozenset({"allreduce_sgd", "compressed_sgd", "ef_blocksgdm", "signum_mv", "svrg",
-                                        "ps_sync"})
+def sync_collective(algorithm: str) -> bool:
+    """Whether every step of ``algorithm`` ends in a collective over all workers (an all-reduce or
+    all-gather, a synchronous parameter-server round), where a fast worker waits for the last one:
+    the algorithm's class says (``sync_collective``, :class:`impls.protocol.Algorithm`).  Gossip
+    (a rank waits for its in-peers only, and for their messages' transfer), asynchronous and
+    barrier-free methods do not: their waits stay communication."""
+    from impls.algorithms import ALGORITHMS
+
+    return algorithm in ALGORITHMS and ALGORITHMS.get(algorithm).sync_collective
 
 
 def collective_wait(records: list[dict], simulated: bool, algorithm: str = "allreduce_sgd") -> pd.DataFrame:
@@ -298,7 +301,7 @@ def collective_wait(records: list[dict], simulated: bool, algorithm: str = "allr
     Definition.  A rank *arrives* at its step's communication when its compute (slowed by a
     straggler's slowdown, which lies inside it: :mod:`impls.runtime.straggler`) ends:
     ``time/wall_s - time/sync_s`` of its step record.  For an algorithm
-    whose step ends in a collective over every worker (:data:`SYNC_COLLECTIVE_ALGORITHMS`) the
+    whose step ends in a collective over every worker (:func:`sync_collective`) the
     collective cannot finish before the last rank arrives, so rank r's wait for the others is
     ``max_j arrival_j - arrival_r`` (at most its own ``time/sync_s``): straggler wait, not
     communication.  A step where some rank ended before the last one arrived (``min end <
@@ -315,7 +318,7 @@ def collective_wait(records: list[dict], simulated: bool, algorithm: str = "allr
              float(r["time/wall_s"]), float(r["time/sync_s"]))
             for r in records if r["kind"] == "step" and r.get("time/sync_s") is not None
             and r.get("time/wall_s") is not None]
-    if not rows or algorithm not in SYNC_COLLECTIVE_ALGORITHMS:
+    if not rows or not sync_collective(algorithm):
         return pd.DataFrame(columns=["epoch", "time/collective_wait_s_mean"])
     st = pd.DataFrame(rows, columns=["epoch", "step", "rank", "arrive", "end", "sync"])
     ranks = st["rank"].nunique()

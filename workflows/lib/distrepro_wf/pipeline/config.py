@@ -313,7 +313,10 @@ def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
 
 def validate(config: dict[str, Any]) -> list[Run]:
     """Check everything before any job runs; return the expanded runs (none for a config that
-    holds only a ``plan``: :mod:`distrepro_wf.plan.config` checks that section)."""
+    holds only a ``plan``: :mod:`distrepro_wf.plan.config` checks that section).  (An experiment's
+    ``figures``: the report's registry, :func:`distrepro_wf.report.plots.experiment_figures`, which
+    the Snakefile checks right after this, ``workflows/rules/common.smk``: the report is a layer
+    above this one.)"""
     check_schema(config)
     if "plan" in config:
         from ..plan.config import check as check_plan
@@ -325,10 +328,6 @@ def validate(config: dict[str, Any]) -> list[Run]:
         probe_settings(config["probe"])
     if "experiments" not in config:
         return []
-    from ..report.plots import experiment_figures  # the figure registry (its module imports this one)
-
-    for e in config["experiments"]:  # experiments.<e>.figures: registered figures only
-        experiment_figures(config, e)
     from impls.comm.communicator import Communicator
     from impls.protocol import Context
     from impls.config.runconfig import check_workload, resolve
@@ -347,7 +346,7 @@ def validate(config: dict[str, Any]) -> list[Run]:
             if is_simulated(raw):  # the platform has the hosts (workers and servers) the run needs
                 from impls.sim.engine import check_sim_config
 
-                check_sim_config(raw)
+                check_sim_config(raw, res)  # the platform and profile parsed by resolve, once
             StragglerModel(res.straggler, 0, run.nodes, run.seed)
             # the algorithm's own checks at this node count (its __init__ never communicates)
             res.algorithm_cls(res.algorithm, Context(0, run.nodes, Communicator(), res.optim, run.seed))

@@ -90,6 +90,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from impls.backends import backend_of
 from impls.runtime.procs import preexec_die_with_parent
 
 from .launch import launch_world, torchrun_command
@@ -546,30 +547,33 @@ def classify_failure(attempt: Path, rc: int, timed_out: bool, earlier_failed: bo
 
 
 def _launches(todo: list[dict[str, Any]], worlds: dict[Path, int | None] | None = None
-              ) -> list[tuple[int | None, list[dict[str, Any]]]]:
-    """The processes to start: one torchrun per number of processes the members need
-    (workers + other roles, :func:`distrepro_wf.pipeline.launch.launch_world`, unless ``worlds`` gives
-    them by run directory), and one process per simulated member (world ``None``)."""
+              ) -> list[tuple[Any, int | None, list[dict[str, Any]]]]:
+    """The processes to start, as ``(backend spec, world, members)``: one process per member whose
+    backend runs a whole run in one process (its spec's ``one_process``: a simulation; world
+    ``None``), and one torchrun per number of processes the other members need (workers + other
+    roles, :func:`distrepro_wf.pipeline.launch.launch_world`, unless ``worlds`` gives them by run
+    directory)."""
     by_world: dict[int, list[dict[str, Any]]] = {}
-    sims = []
+    alone = []
     for m in todo:
+        spec = backend_of(m["cfg"].get("backend"))
+        if spec.one_process:
+            alone.append((spec, None, [m]))
+            continue
         world = worlds[m["dir"]] if worlds is not None and m["dir"] in worlds else launch_world(m["cfg"])
-        if world is None:
-            sims.append((None, [m]))
-        else:
-            by_world.setdefault(world, []).append(m)
-    return [*by_world.items(), *sims]
+        by_world.setdefault(world, []).append(m)
+    return [*((backend_of(ms[0]["cfg"].get("backend")), w, ms) for w, ms in by_world.items()), *alone]
 
 
 class _SimServer:
-    """``python -m impls.sim --serve`` for one launch group: forks one process per simulated run
+    """``python -m <the backend's entry module> --serve`` (``impls.sim``) for one launch group: forks one process per simulated run
     (:mod:`impls.sim.__main__`), so each run skips the ~3 s of Python and torch start-up.
     :meth:`submit` returns a :class:`_Forked`, which :func:`_watch` and :func:`_kill` treat
     like the process of one run (its own session: ``killpg(pid)`` stops it)."""
 
-    def __init__(self, log_path: Path, env: dict[str, str] | None):
+    def __init__(self, log_path: Path, env: dict[str, str] | None, module: str):
         self._log = open(log_path, "a")
-        self.proc = subprocess.Popen([sys.executable, "-m", "impls.sim", "--serve"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", module, "--serve"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._log, start_new_session=True,
                                      preexec_fn=preexec_die_with_parent(signal.SIGKILL),
                                      env={**os.environ, **(env or {})})
@@ -629,7 +633,9 @@ class _Forked:
 
 
 def simulation_command(member: dict[str, Any], calibration: Path, python: str | None = None) -> list[str]:
-    return [python or sys.executable, "-m", "impls.sim", "--config", str(member["config_path"]),
+    """One run of a one-process backend: ``python -m <its spec's entry module> --config ...``."""
+    module = backend_of(member["cfg"].get("backend")).entry_module
+    return [python or sys.executable, "-m", module, "--config", str(member["config_path"]),
             "--out", str(member["attempt"]), "--checkpoint-dir", str(member["dir"] / "checkpoint"),
             "--calibration", str(calibration)]
 
@@ -663,18 +669,18 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
     batches = _launches(todo, None if worlds is None else {Path(d): w for d, w in worlds.items()})
     server = None
     try:
-        for world, batch in batches:
+        for spec, world, batch in batches:
             plan = launch_path.parent / f".plan-{tag}.json"
             plan.write_text(json.dumps([{"config": str(m["config_path"]), "out": str(m["attempt"]),
                                          "checkpoint_dir": str(m["dir"] / "checkpoint")} for m in batch], indent=2))
-            cmd = (simulation_command(batch[0], calibration) if world is None
+            cmd = (simulation_command(batch[0], calibration) if spec.one_process
                    else torchrun_command(world, str(plan), launcher))
             with open(log_path, "a") as log:
-                log.write(f"$ {' '.join(cmd)}" + ("  (forked by python -m impls.sim --serve)" if world is None
-                                                  else "") + "\n")
+                log.write(f"$ {' '.join(cmd)}" + (f"  (forked by python -m {spec.entry_module} --serve)"
+                                                  if spec.one_process else "") + "\n")
                 log.flush()
-                if world is None:  # a simulation: forked by the group's server (same command, no start-up)
-                    server = server or _SimServer(log_path, env)
+                if spec.one_process:  # a simulation: forked by the group's server (same command, no start-up)
+                    server = server or _SimServer(log_path, env, spec.entry_module)
                     proc = server.submit({"config": cmd[cmd.index("--config") + 1], "out": str(batch[0]["attempt"]),
                                           "checkpoint_dir": str(batch[0]["dir"] / "checkpoint"),
                                           "calibration": str(calibration), "log": str(log_path)})
@@ -690,13 +696,13 @@ def execute_group(run_cfg_paths: list[Path], launch_path: Path, log_path: Path, 
             rc = rc or code
             for i, m in enumerate(batch):
                 m.update(rc=code, timed_out=timed_out == i, ran_s=ran_s, first=i == 0, world=world,
-                         process="torchrun" if world is not None else "the simulation")
+                         process="the simulation" if spec.one_process else "torchrun")
     finally:
         if server is not None:
             server.close()
     status = []
     earlier_failed = False
-    for m in [m for _, batch in batches for m in batch]:
+    for m in [m for _, _, batch in batches for m in batch]:
         earlier_failed = earlier_failed and not m["first"]  # only a failure in the same launch
         missing = verify_run(m["attempt"])
         outcome = {"returncode": m["rc"], "finished_at": _now(), "log": str(log_path),

@@ -86,3 +86,18 @@ def run_torchrun(tmp_path):
         return launch(configs, tmp_path / f"launch{next(counter)}", env=env, check=check)
 
     return _run
+
+
+def netns_skip_reason() -> str | None:
+    """Why this machine cannot build the namespace testbed (root, ``ip``, ``tc``), or None."""
+    from distrepro_wf.bench import netns
+
+    try:
+        netns.preflight()
+    except netns.NetnsError as e:
+        return str(e)
+    return None
+
+
+#: a test that builds network namespaces (``distrepro_wf.bench.netns``)
+needs_netns = pytest.mark.skipif(netns_skip_reason() is not None, reason=str(netns_skip_reason()))

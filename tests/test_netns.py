@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, make_config
+from conftest import ROOT, make_config, needs_netns
 
 LIB = ROOT / "workflows" / "lib"
 
@@ -24,17 +24,6 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(LIB), os.environ.get("PYTHONPATH", "")])}
 
 
-def _skip_reason() -> str | None:
-    from distrepro_wf.bench import netns
-
-    try:
-        netns.preflight()
-    except netns.NetnsError as e:
-        return str(e)
-    return None
-
-
-needs_netns = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
 
 
 def test_preflight_names_what_is_missing(monkeypatch):

@@ -16,6 +16,8 @@ from distrepro_wf.plan import probe
 from impls.errors import ConfigError
 from impls.sim.platforms import BANDWIDTH_FACTOR
 
+from conftest import needs_netns
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
 
@@ -166,18 +168,8 @@ def test_a_real_two_rank_probe_writes_a_file_a_plan_validates_with(tmp_path):
     assert r["compute_ms"].tolist() == [doc["profile"]["step_ms"]] and (r["step_ms"] > r["compute_ms"]).all()
 
 
-def _netns_skip() -> str | None:
-    from distrepro_wf.bench import netns
-
-    try:
-        netns.preflight()
-    except netns.NetnsError as e:
-        return str(e)
-    return None
-
-
 @pytest.mark.workflow
-@pytest.mark.skipif(_netns_skip() is not None, reason=str(_netns_skip()))
+@needs_netns
 def test_a_probe_of_two_namespace_hosts_measures_their_shaped_link(tmp_path):
     """Two hosts of the namespace testbed behind 100 Mbit/s tbf links, the probe launched on them
     as a multi-host torchrun (the Slurm path's rendezvous): the measured point-to-point bandwidth

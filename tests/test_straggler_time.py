@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import sim_server
-from conftest import ROOT, make_config
+from conftest import ROOT, make_config, needs_netns
 
 ALPHA, BETA = 50e-6, 0.97 * 10e9 / 8 / 1.05
 S0, S1 = 330 / 2410 * 100e6, 2080 / 2410 * 100e6  # the two buckets' scaled bytes
@@ -172,17 +172,7 @@ def test_wall_clock_releases_the_slowdown_with_the_buckets():
     assert 0.150 <= slept <= 0.190
 
 
-def _netns_skip() -> str | None:
-    from distrepro_wf.bench import netns
-
-    try:
-        netns.preflight()
-    except netns.NetnsError as e:
-        return str(e)
-    return None
-
-
-@pytest.mark.skipif(_netns_skip() is not None, reason=str(_netns_skip()))
+@needs_netns
 def test_real_ranks_allreduce_overlap_cannot_hide_a_4x_straggler(tmp_path):
     """Real gloo ranks in two network namespaces at 10 Mbit/s (tbf), compute charged by a fixed
     30 ms profile, AR-SGD with overlap (an MLP with 256 hidden units: its last layer, 10,280 bytes,

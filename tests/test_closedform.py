@@ -29,7 +29,8 @@ def test_ring_allreduce_alpha_beta():
     ("sgp", 0.30005),  # 0.2 + (50e-6 + 0.1): one message to one peer, not overlapped
     ("osgp", 0.2),  # max(0.2, 0.10005): the exchange hides behind compute
     ("dpsgd", 0.20005),  # max(0.2, 50e-6 + 2B/bw = 0.20005): two neighbours through one NIC
-    ("adpsgd", 0.2),  # max(0.2, 0.10005)
+    # 8 / (4 passive / 0.2 + 4 active / max(0.2, 2 x 0.10005)): the active ones wait for a request and a reply
+    ("adpsgd", 0.2000499875031),
     ("ps_sync", 1.8001),  # 0.2 + 2 (50e-6 + 8 x 0.1): the server's NIC in and out
     ("signum_mv", 0.2501),  # 0.2 + 2 (50e-6 + 8 x 0.1/32)
     ("signum_mv_allgather", 0.222225),  # 0.2 + 7 (50e-6 + 0.1/32)
@@ -41,13 +42,28 @@ def test_step_time_per_method(alg, expected):
 def test_step_time_overlap_straggler_jitter():
     # overlap 1 hides 2/3 x 0.2 = 0.13333 of the ring: 0.2 + 0.1757 - 0.133333 = 0.2423667
     assert cf.step_s("allreduce_sgd", P.with_(overlap=1.0)) == pytest.approx(0.24236667, abs=1e-8)
-    # a 4x straggler: a synchronous step waits for it (0.8 + 0.1757); AD-PSGD loses its share:
-    # 0.2 / ((7 + 1/4) / 8) = 0.2206897
+    # a 4x straggler: a synchronous step waits for it (0.8 + 0.1757); AD-PSGD loses its share (the
+    # straggler active): 8 / (4 / 0.2 + 1 / 0.8 + 3 / 0.2001) = 0.2207353
     assert cf.step_s("allreduce_sgd", P.with_(slow_factor=4.0)) == pytest.approx(0.9757, abs=1e-12)
-    assert cf.step_s("adpsgd", P.with_(slow_factor=4.0)) == pytest.approx(0.22068966, abs=1e-8)
+    assert cf.step_s("adpsgd", P.with_(slow_factor=4.0)) == pytest.approx(0.2207353, abs=1e-7)
     # jitter 3 %, 8 draws: sigma = 0.029993, Blom z_8 = 1.4236 -> factor 1.04349
     assert cf.expected_max_factor(8, 0.03) == pytest.approx(1.04349, abs=1e-5)
     assert cf.step_s("unknown_method", P) is None
+
+
+def test_allreduce_buckets_of_a_known_layout_leave_as_backward_completes_them():
+    # a model of two parameters, 40 MB (backward reaches it first) and 60 MB: DDP's buckets [40e6, 60e6]
+    # (each larger than a bucket). Overlap 1: bucket 0 ready at 0.2 (1 - 2/3 x 0.6) = 0.12, its ring
+    # 14 (50e-6 + 40e6 / 8e9) = 0.0707 ends at 0.1907; bucket 1 ready at 0.2, its ring 14 (50e-6 +
+    # 0.0075) = 0.1057: 0.3057 (the even spread's 0.2424 hides 2/3 C of the whole ring)
+    p = P.with_(layout=(40_000_000, 60_000_000), overlap=1.0)
+    assert cf.step_s("allreduce_sgd", p) == pytest.approx(0.3057, abs=1e-12)
+    # a 4x straggler: its backward pass completes bucket 0 at 0.48 (ring over at 0.5507), bucket 1 at 0.8:
+    # 0.9057 (the even spread's 0.8 + 0.1757 - 0.1333 = 0.8424 hid only the healthy backward pass)
+    assert cf.step_s("allreduce_sgd", p.with_(slow_factor=4.0)) == pytest.approx(0.9057, abs=1e-12)
+    # overlap 0: both rings after the compute, 0.2 + 0.0707 + 0.1057; one 100 MB bucket: 0.2 + 0.1757
+    assert cf.step_s("allreduce_sgd", p.with_(overlap=0.0)) == pytest.approx(0.3764, abs=1e-12)
+    assert cf.step_s("allreduce_sgd", p, bucket_mb=100.0, first_bucket_mb=100.0) == pytest.approx(0.3757, abs=1e-12)
 
 
 def test_method_algorithm_from_config():

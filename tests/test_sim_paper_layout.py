@@ -79,6 +79,13 @@ def test_overlapped_allreduce_follows_the_paper_models_buckets(tmp_path):
     w = 204 * 4 * R50_BYTES / 9640
     want = c + 2 * ALPHA + w / BETA
     assert want == pytest.approx(0.4075936, rel=1e-6)
+    # the closed form (AR-SGD's step_cost: DDP's buckets of the profile's layout, each ring as its bucket is ready)
+    from distrepro_wf.claims import closedform as cf
+    from distrepro_wf.claims import sensitivity as sens
+    profile = {"name": "fixed", "step_ms": 400, "model_mb": R50_BYTES / 1e6, "model_layout": "resnet50"}
+    p = sens.nominal_point({"experiments": {"x": {"backend": "simgrid", "platform": "ethernet_10g",
+                                                  "profile": profile}}}, "x", 2, "none")
+    assert cf.step_s("allreduce_sgd", p.with_(overlap=1.0)) == pytest.approx(want, rel=1e-3)
     steps = _steps(tmp_path / "r50", "resnet50")
     for r in steps:
         assert r["time/step_s"] == pytest.approx(want, abs=2e-6)

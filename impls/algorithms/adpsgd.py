@@ -108,12 +108,21 @@ class ADPSGD(Algorithm):
 
     @classmethod
     def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float:
-        """Asynchronous pairwise averaging, overlapped: ``max(C, m(B))`` per worker step, half the
-        workers (the active ones, :data:`ACTIVE_SHARE`) sending at a time; a straggler slows only
-        itself, so an epoch's rate is ``(n - 1 + 1/F) / n`` of the nominal."""
+        """Asynchronous pairwise averaging: a shared epoch's worker steps come at the workers'
+        summed rate, ``T = n / sum_i 1/t_i`` a step of every worker.  A passive worker (half of
+        them, :data:`ACTIVE_SHARE`) only computes (its background activity answers requests):
+        ``t = C``; an active one waits for its average, a request and then the reply, each
+        ``m(B)``, overlapped with its compute: ``t = max(C f, 2 m(B))``.  The straggler (``f =
+        F``) is an active worker: the run's default straggler is the last rank, odd, and odd
+        ranks are the active ones (:class:`~impls.comm.topology.BipartiteExponential`)."""
         n = p.nodes
-        rate = (n - 1 + 1 / p.slow_factor) / n if n > 1 else 1 / p.slow_factor
-        return max(p.compute_s, sc.message_s(p, p.model_bytes, sc.pair_flows(p, ACTIVE_SHARE))) / rate
+        if n < 2:
+            return p.compute_s * p.slow_factor
+        exchange = 2 * sc.message_s(p, p.model_bytes, sc.pair_flows(p, ACTIVE_SHARE))
+        active = round(n * ACTIVE_SHARE)
+        factors = [p.slow_factor] + [1.0] * (active - 1)
+        rate = (n - active) / p.compute_s + sum(1 / max(p.compute_s * f, exchange) for f in factors)
+        return n / rate
     optimizer_use = "local_then_mix"
 
     def __init__(self, cfg, ctx):

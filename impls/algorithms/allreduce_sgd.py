@@ -126,14 +126,29 @@ class AllreduceSGD(Algorithm):
     sync_collective = True  # its all-reduce waits for every worker
 
     @classmethod
-    def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float | None:
+    def closed_form_options(cls, spec) -> dict:
+        """The bucket sizes :meth:`step_cost` cuts a known layout by (DDP's defaults)."""
+        return {k: float(spec[k]) for k in ("bucket_mb", "first_bucket_mb") if k in spec}
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, bucket_mb: float = 25.0, first_bucket_mb: float = 1.0,
+                  **opts) -> float | None:
         """``C_n + max(0, R - overlap (2/3) C)``: the slowest worker's compute, then the ring
         all-reduce ``R = 2 (n-1) (alpha + o + B / (n bw' e_AR))`` (``e_AR``: the platform's
         ``allreduce_efficiency``; on racks a ring boundary shares an uplink), less the share of
-        the backward pass (2/3 of the step) it hides behind (``overlap``, as DDP's buckets do)."""
+        the backward pass (2/3 of the step) it hides behind (``overlap``, as DDP's buckets do).
+        Where the point knows the model's layout (a profile's ``model_layout``), DDP's buckets of
+        it (``bucket_mb``, ``first_bucket_mb``) each leave when the slowest worker's backward
+        pass completes them: :func:`~impls.comm.stepcost.bucket_pipeline_s`."""
         bw = sc.flow_bandwidth(p, 1.0 if sc.crosses_racks(p) else 0.0) * p.allreduce_efficiency
+        compute = sc.sync_compute(p, p.nodes)
+        if p.layout:  # the model's layout known: each bucket leaves when the slowest backward pass completes it
+            sizes = sc.ddp_buckets(p.layout, bucket_mb * 2**20, first_bucket_mb * 2**20)
+            return sc.bucket_pipeline_s(
+                p, [x / sum(sizes) for x in sizes], compute,
+                lambda nbytes: sc.ring_allreduce_s(p.nodes, nbytes, p.latency_s + p.msg_overhead_s, bw))
         ring = sc.ring_allreduce_s(p.nodes, p.model_bytes, p.latency_s + p.msg_overhead_s, bw)
-        return sc.sync_compute(p, p.nodes) + max(0.0, ring - p.overlap * sc.BACKWARD_SHARE * p.compute_s)
+        return compute + max(0.0, ring - p.overlap * sc.BACKWARD_SHARE * p.compute_s)
 
     def setup(self, model):
         super().setup(model)

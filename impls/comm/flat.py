@@ -23,6 +23,8 @@ import contextlib
 import torch
 from torch import nn
 
+from .stepcost import ddp_buckets
+
 
 def flat_params(model: nn.Module) -> torch.Tensor:
     return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
@@ -169,14 +171,7 @@ class WireLayout:
     the paper bucket's; a bucket that rounds to no element is merged into the next)."""
 
     def __init__(self, layout: tuple[int, ...], numel: int, bucket_bytes: float, first_bytes: float):
-        sizes: list[int] = []
-        size = 0
-        for x in layout:
-            if size and size + x > (first_bytes if not sizes else bucket_bytes):
-                sizes.append(size)
-                size = 0
-            size += x
-        sizes.append(size)
+        sizes = ddp_buckets(layout, bucket_bytes, first_bytes)
         total, done, start = sum(sizes), 0, 0
         self.slices: list[tuple[int, int]] = []
         self.ready_at: list[float] = []

@@ -46,6 +46,9 @@ class Point:
     rack_size: int = 0  # shared_hpc: nodes per rack (0: one switch)
     stage_bandwidth: float = math.inf  # host <-> device staging of a message (bytes/s; opcost stage_gbps)
     apply_s: float = 0.0  # a parameter server's optimizer apply of one model-sized gradient (s)
+    #: the model's parameter sizes (bytes) in the order the backward pass completes them, where the
+    #: profile knows them (``profile.model_layout``: the paper model's); (): not known
+    layout: tuple[int, ...] = ()
 
     def with_(self, **kw: Any) -> "Point":
         return replace(self, **kw)
@@ -54,6 +57,37 @@ class Point:
 def ring_allreduce_s(n: int, nbytes: float, alpha: float, bw: float) -> float:
     """The ring all-reduce of ``nbytes`` over ``n`` nodes: ``2 (n-1) (alpha + B / (n bw))``."""
     return 0.0 if n <= 1 else 2 * (n - 1) * (alpha + nbytes / (n * bw))
+
+
+def ddp_buckets(layout: "tuple[int, ...] | list[int]", bucket_bytes: float, first_bytes: float) -> list[int]:
+    """DDP's cut of parameters (``layout``: their bytes, backward order) into buckets: the first
+    up to ``first_bytes``, then ``bucket_bytes``; a bucket closes before a parameter that would
+    overflow it (a parameter larger than a bucket is a bucket of its own)."""
+    sizes: list[int] = []
+    size = 0
+    for x in layout:
+        if size and size + x > (first_bytes if not sizes else bucket_bytes):
+            sizes.append(size)
+            size = 0
+        size += x
+    sizes.append(size)
+    return sizes
+
+
+def bucket_pipeline_s(p: Point, shares: "list[float]", compute_s: float, ring) -> float:
+    """A step whose all-reduce goes bucket by bucket as the backward pass completes them (DDP's,
+    the simulated AR-SGD's): bucket ``k`` (``shares[k]`` = ``s_k`` of the model's bytes, ``f_k`` the shares of
+    buckets ``0..k``) is ready at ``C' (1 - b o (1 - f_k))`` (``C'``: the slowest worker's
+    compute, a straggler's included; ``b``: the backward share; ``o``: the overlap), its ring
+    ``ring(s_k B)`` starts when it is ready and the previous bucket's is done; the step ends with
+    the last ring, or the compute.  ``o = 1`` hides every bucket but the last behind a backward
+    pass ``F`` times as long on a ``F``-times slow straggler; ``o = 0``: ``C' + sum_k ring(s_k B)``."""
+    end, done = 0.0, 0.0
+    for s in shares:
+        done += s
+        ready = compute_s * (1 - BACKWARD_SHARE * p.overlap * (1 - min(done, 1.0)))
+        end = max(end, ready) + ring(s * p.model_bytes)
+    return max(compute_s, end)
 
 
 def expected_max_factor(k: int, cv: float) -> float:

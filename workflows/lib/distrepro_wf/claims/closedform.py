@@ -19,7 +19,12 @@ software overhead and ``bw' = bw * efficiency * (1 - background)``):
 2. ``allreduce_sgd``: ``C_n + max(0, R - overlap * (2/3) C)``, ``R = 2 (n-1) (alpha + o + B /
    (n bw' e_AR))`` the ring all-reduce (``e_AR``: the platform's ``allreduce_efficiency``;
    ``overlap``: the fraction of the backward pass, 2/3 of the step, the all-reduce hides, as
-   DDP's bucketed all-reduce does);
+   DDP's bucketed all-reduce does); where the profile knows the model's parameter layout
+   (``model_layout``: ResNet-50's, the point's ``layout``) the buckets are DDP's cut of it and
+   each one's ring starts when the slowest worker's backward pass completes it (a straggler's
+   ``F`` times longer backward hides ``F`` times more) and the previous ring is done
+   (:func:`impls.comm.stepcost.bucket_pipeline_s`: the step is ``C_n`` plus about the last
+   bucket's ring when the rest hides);
 3. ``sgp`` (push-sum, ``p`` peers, not overlapped): ``C_2 + p m(B)``: one message per peer;
 4. ``osgp`` and ``dpsgd`` (D-PSGD's default order, Lian et al.'s, overlaps its exchange):
    ``max(C_2, comm)``, ``comm = m(B)`` (OSGP, 1 peer) or ``alpha + o + k B/bw'`` (D-PSGD, ``k``
@@ -27,9 +32,10 @@ software overhead and ``bw' = bw * efficiency * (1 - background)``):
    one ring-boundary flow sharing an uplink with one other); D-PSGD with ``order:
    step_then_mix`` (SGP's order: step, then exchange and wait for its ``k`` neighbours) overlaps
    nothing: ``C_{k+1} + comm``;
-5. ``adpsgd`` (asynchronous pairwise averaging, overlapped): ``max(C, m(B))`` per worker step
-   (half the workers, the active ones, send at a time);
-   a straggler slows only itself, so an epoch's rate is ``(n - 1 + 1/F) / n`` of the nominal;
+5. ``adpsgd`` (asynchronous pairwise averaging, overlapped): the workers' summed rate,
+   ``n / sum_i 1/t_i`` a step of every worker: a passive worker (half of them) only computes,
+   ``t = C``; an active one waits for its request and the reply, ``t = max(C f_i, 2 m(B))``
+   (the straggler, the last rank, is active);
 6. the server-aggregated sign methods (``signum_mv`` with ``aggregation: server``,
    ``ef_blocksgdm``): ``C_n + 2 (alpha + o + n S / bw')``: the server's one
    NIC receives and sends ``n`` messages of ``S = B/32`` (packed signs), one phase after the

@@ -114,7 +114,7 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
     paper profile of its config), None where the profile's compute is not known in advance
     (``measured``) or the experiment is not simulated."""
     from impls.sim.platforms import PRESETS, alpha_beta, platform_config  # noqa: PLC0415
-    from impls.sim.profiles import profile_config  # noqa: PLC0415  (imports torch: only when needed)
+    from impls.sim.profiles import model_layout, profile_config  # noqa: PLC0415  (imports torch: only when needed)
     from impls.sim.opcost import FREE, TCP_MSG_US, given_opcost, paper_opcost  # noqa: PLC0415
     from impls.sim.profiles import PAPER  # noqa: PLC0415
 
@@ -141,7 +141,8 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
                                     (TCP_MSG_US if prof.name != "fixed" else 0.0)) * 1e-6,
                     background=float(plat.background_load or 0.0) if "background_load" in preset or rack else 0.0,
                     jitter=prof.jitter, slow_factor=straggler_factor(straggler), uplink_bandwidth=uplink,
-                    rack_size=rack, stage_bandwidth=stage, apply_s=apply_s)
+                    rack_size=rack, stage_bandwidth=stage, apply_s=apply_s,
+                    layout=model_layout(prof.model_layout) if prof.model_layout not in (None, "none") else ())
 
 
 def _side(config: dict[str, Any], experiment: str, sel: dict[str, Any], nodes: int,

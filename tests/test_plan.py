@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from distrepro_wf.pipeline import config as wfconfig
+from distrepro_wf.plan import config as wfplan
 from distrepro_wf.plan import config as pconfig
 from distrepro_wf.plan import table
 from distrepro_wf.plan.published import accuracy_costs
@@ -56,12 +56,12 @@ def _with(path: str, value):
 ])
 def test_a_bad_plan_is_refused_naming_the_key(path, value, key, says):
     with pytest.raises(ConfigError) as e:
-        wfconfig.validate(_with(path, value))
+        wfplan.validate(_with(path, value))
     assert e.value.key == key and says in str(e.value), str(e.value)
 
 
 def test_a_good_plan_expands_into_points_and_a_plan_config_needs_no_experiments():
-    assert wfconfig.validate(copy.deepcopy(TINY)) == []
+    assert wfplan.validate(copy.deepcopy(TINY)) == []
     pts = pconfig.points(TINY)
     # 2 methods x 2 NICs at 100 ms (ranking) + the crossover's 50 ms column (100 ms is shared)
     assert len(pts) == 2 * 2 + 2 * 2 and len(set(pts)) == len(pts)

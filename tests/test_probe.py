@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distrepro_wf.pipeline import config as wfconfig
+from distrepro_wf.plan import config as wfplan
 from distrepro_wf.plan import probe
 from impls.errors import ConfigError
 from impls.sim.platforms import BANDWIDTH_FACTOR
@@ -100,7 +100,7 @@ def test_a_plan_takes_its_platform_and_profile_from_a_probe(tmp_path):
     out, doc = _probe_file(tmp_path)
     cfg = copy.deepcopy(PLAN)
     cfg["plan"]["probe"] = str(out)
-    wfconfig.validate(cfg)
+    wfplan.validate(cfg)
     plan = cfg["plan"]
     assert plan["network"] == {"nic_gbps": [doc["platform"]["nic_gbps"]], "latency_us": doc["platform"]["latency_us"],
                                "topology": "star"}
@@ -109,7 +109,7 @@ def test_a_plan_takes_its_platform_and_profile_from_a_probe(tmp_path):
     cfg = copy.deepcopy(PLAN)
     cfg["plan"].update(probe=str(out), network={"nic_gbps": [10, 25]})
     cfg["plan"]["model"]["step_ms"] = 180
-    wfconfig.validate(cfg)
+    wfplan.validate(cfg)
     assert cfg["plan"]["network"]["nic_gbps"] == [10, 25] and cfg["plan"]["model"]["step_ms"] == 180
 
 
@@ -121,14 +121,14 @@ def test_a_missing_probe_or_network_is_refused_naming_the_key(change, key, says)
     cfg = copy.deepcopy(PLAN)
     cfg["plan"].update(change)
     with pytest.raises(ConfigError) as e:
-        wfconfig.validate(cfg)
+        wfplan.validate(cfg)
     assert e.value.key == key and says in str(e.value), str(e.value)
 
 
 def test_a_bad_probe_section_is_refused_naming_the_key():
     bad = {"probe": {"cluster": "lab", "workload": {"dataset": {"name": "digits"}, "modle": {}}}}
     with pytest.raises(ConfigError) as e:
-        wfconfig.validate(bad)
+        wfplan.validate(bad)
     assert e.value.key.startswith("probe.workload"), str(e.value)
 
 
@@ -151,7 +151,7 @@ def test_a_real_two_rank_probe_writes_a_file_a_plan_validates_with(tmp_path):
     assert [a["bytes"] for a in doc["measured"]["all_reduce"]] == [1000.0, 100000.0]
     plan = copy.deepcopy(PLAN)
     plan["plan"]["probe"] = str(out)
-    wfconfig.validate(plan)
+    wfplan.validate(plan)
     assert plan["plan"]["network"]["nic_gbps"] == [doc["platform"]["nic_gbps"]]
     # and the plan runs on it, as the user writes it (the probe's path relative to the working directory)
     plan = copy.deepcopy(PLAN)

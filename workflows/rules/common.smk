@@ -13,6 +13,7 @@ from distrepro_wf.pipeline import collect as wfcollect
 from distrepro_wf.pipeline import config as wfconfig
 from distrepro_wf.pipeline import launch as wflaunch
 from distrepro_wf.pipeline import studies as wfstudies
+from distrepro_wf.plan import config as wfplan
 from distrepro_wf.report import plots as wfplots
 from distrepro_wf.pipeline.runs import launch_retry_token
 from distrepro_wf.pipeline.timing import append_pipeline_row
@@ -46,7 +47,7 @@ if not workflow.overwrite_configfiles:
 
 
 try:
-    RUNS = wfconfig.validate(config)  # clear message: the key and the allowed values
+    RUNS = wfplan.validate(config)  # experiments, plan, probe: the key and the allowed values
     for _e in config["experiments"]:  # experiments.<e>.figures: the report's registered figures only
         wfplots.experiment_figures(config, _e)
 except ConfigError as e:

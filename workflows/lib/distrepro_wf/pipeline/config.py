@@ -312,20 +312,13 @@ def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
 
 
 def validate(config: dict[str, Any]) -> list[Run]:
-    """Check everything before any job runs; return the expanded runs (none for a config that
-    holds only a ``plan``: :mod:`distrepro_wf.plan.config` checks that section).  (An experiment's
-    ``figures``: the report's registry, :func:`distrepro_wf.report.plots.experiment_figures`, which
-    the Snakefile checks right after this, ``workflows/rules/common.smk``: the report is a layer
-    above this one.)"""
+    """Check everything of the experiments before any job runs; return the expanded runs (none
+    for a config without experiments).  The sections of the layers above are theirs to check:
+    ``plan`` and ``probe`` by :func:`distrepro_wf.plan.config.validate` (which calls this first),
+    an experiment's ``figures`` by the report's registry,
+    :func:`distrepro_wf.report.plots.experiment_figures`; the Snakefile asks both,
+    ``workflows/rules/common.smk``."""
     check_schema(config)
-    if "plan" in config:
-        from ..plan.config import check as check_plan
-
-        check_plan(config)
-    if "probe" in config:
-        from ..plan.probe import settings as probe_settings
-
-        probe_settings(config["probe"])
     if "experiments" not in config:
         return []
     from impls.comm.communicator import Communicator

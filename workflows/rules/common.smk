@@ -48,7 +48,7 @@ if not workflow.overwrite_configfiles:
 
 try:
     RUNS = wfplan.validate(config)  # experiments, plan, probe: the key and the allowed values
-    for _e in config["experiments"]:  # experiments.<e>.figures: the report's registered figures only
+    for _e in config.get("experiments") or {}:  # experiments.<e>.figures: the report's registered figures only
         wfplots.experiment_figures(config, _e)
 except ConfigError as e:
     raise WorkflowError(f"invalid configuration: {e}") from None

@@ -531,7 +531,11 @@ def breakdown(t: pd.DataFrame, time_per_epoch_s: float) -> dict:
 
     A fast rank's wait inside a synchronous collective for the last rank to arrive
     (``time/collective_wait_s_mean``, :func:`collective_wait`) is counted as straggler wait and
-    taken out of the communication part."""
+    taken out of the communication part.
+
+    Where the parts add up to more than ``time_per_epoch_s`` (an asynchronous method, whose
+    epoch is the job's time per epoch of data, :func:`epoch_time`), they are scaled to fit it:
+    each the mean rank's share of its own time, applied to the job's epoch."""
     out = {}
     for col, key in BREAKDOWN.items():
         if f"{key}_mean" not in t and key not in t:
@@ -545,6 +549,11 @@ def breakdown(t: pd.DataFrame, time_per_epoch_s: float) -> dict:
         w = min(float(t[wait].fillna(0.0).mean()), out["bd_comm_s"])
         out["bd_comm_s"] -= w
         out["bd_straggler_s"] = (0.0 if np.isnan(out["bd_straggler_s"]) else out["bd_straggler_s"]) + w
+    parts = sum(out.values())
+    if np.isfinite(parts) and parts > time_per_epoch_s > 0:
+        # an asynchronous method's epoch is the job's per epoch of data (epoch_time), shorter
+        # than a rank's own steps add up to: its parts are the mean rank's shares of that epoch
+        out = {col: v * time_per_epoch_s / parts for col, v in out.items()}
     rest = time_per_epoch_s - sum(out.values())
     out["bd_other_s"] = float(np.clip(rest, 0.0, None))  # NaN (a part not logged) stays NaN
     ops = {col: float(t[f"{key}_mean" if f"{key}_mean" in t else key].mean())

@@ -370,7 +370,7 @@ def test_real_and_simulated_verdicts_apart(browser, rendered):
         cells[td[0].text] = td
     sim = cells["sgp_epoch_faster_than_ar"]
     assert sim[14].text.startswith("predicted (simulated: platform ethernet_10g, profile resnet50_v100x8)")
-    assert "closed form 0.8" in sim[14].text
+    assert "closed form 0.79" in sim[14].text  # AR-SGD overlapped on ResNet-50's layout (issue 31)
     assert sim[15].text.splitlines()[0] == "holds across the ranges"
     link = sim[15].find_element("css selector", "a.tornado").get_attribute("href")
     assert link.endswith("figures/tornado/sgp_epoch_faster_than_ar.png")

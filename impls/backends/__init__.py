@@ -115,6 +115,17 @@ class Clock:
         if sl is not None:
             self.slowed_s = sl.finish()
 
+    def healthy_compute_s(self, elapsed_s: float, slowdown: Any) -> float:
+        """A step's compute at the healthy speed, from ``elapsed_s`` (its start to the end of
+        :meth:`settle`): minus what the slowdown slept, and on the wall clock at most what the
+        slept seconds account for, ``(slept - extra_s) / (factor - 1)``: the microseconds of
+        healthy work after the clock's last reckoning in :meth:`settle` count as the
+        slowdown's, so the delay it implies (:meth:`straggler_delay`) was really slept."""
+        healthy = elapsed_s - self.slowed_s
+        if slowdown is not None and slowdown.factor > 1.0:
+            healthy = min(healthy, max(0.0, self.slowed_s - slowdown.extra_s) / (slowdown.factor - 1.0))
+        return healthy
+
     def straggler_delay(self, slowdown: Any, compute_s: float) -> float:
         """The seconds a straggler's slowdown added to a step whose healthy compute was
         ``compute_s``: the wall clock's, ``slowdown.added(compute_s)`` (it slept at least that,
@@ -218,6 +229,9 @@ class ChargedClock(Clock):
 
     def settle(self) -> None:
         """The slowdown was charged with the step: nothing owed."""
+
+    def healthy_compute_s(self, elapsed_s: float, slowdown: Any) -> float:
+        return elapsed_s - self.slowed_s  # charged, not slept: exact
 
     def straggler_delay(self, slowdown: Any, compute_s: float) -> float:
         return self.slowed_s

@@ -829,6 +829,9 @@ class SimClock(Clock):
     def settle(self) -> None:
         """The slowdown was charged with the step: nothing owed."""
 
+    def healthy_compute_s(self, elapsed_s: float, slowdown: Any) -> float:
+        return elapsed_s - self.slowed_s  # charged, not slept: exact
+
     def straggler_delay(self, slowdown: Any, compute_s: float) -> float:
         return self.slowed_s  # exactly what was charged
 

@@ -168,7 +168,7 @@ def train_step(algo, model: nn.Module, loss_fn: Callable[[], torch.Tensor], s, c
         prec.backward(loss)
     clock.settle()  # the wall clock: what the slowdown still owes, after the algorithm's end of compute
     t_sync = clock.now()
-    compute_s = t_sync - t0 - clock.slowed_s  # the healthy speed's: without what the slowdown took
+    compute_s = clock.healthy_compute_s(t_sync - t0, slowdown)  # without what the slowdown took
     delay = clock.straggler_delay(slowdown, compute_s)  # (factor - 1) x compute + delay_s
     algo.await_gradients()
     scale = prec.scale

@@ -169,17 +169,23 @@ TABLE_DAMAGE = [
 ]
 
 
+def _good_tables(launch: Path) -> Path:
+    """Collect's tables of ``launch``, written intact; their folder."""
+    tables = launch.parent.parent.parent / "tables" / "exp"
+    good = dict(zip(("epochs", "runs", "failed", "evals"), collect([launch])))
+    good["staleness"] = staleness_table([launch])
+    for t in TABLES:
+        write_atomic(good[t], tables / f"{t}.csv")
+    return tables
+
+
 @pytest.mark.parametrize("damage,problems", [c[1:] for c in TABLE_DAMAGE], ids=[c[0] for c in TABLE_DAMAGE])
 def test_a_table_that_fails_its_check_is_set_aside_to_be_rebuilt(tree, damage, problems):
     """A collect table cut in place is never trusted: it fails its own check against the runs on
     disk and is set aside, and collect's rerun token changes, so that Snakemake rebuilds it from
     the runs (the plain invocation: ``test_workflow.py``, step 5b)."""
     launch, _ = tree
-    tables = launch.parent.parent.parent / "tables" / "exp"
-    good = dict(zip(("epochs", "runs", "failed", "evals"), collect([launch])))
-    good["staleness"] = staleness_table([launch])
-    for t in TABLES:
-        write_atomic(good[t], tables / f"{t}.csv")
+    tables = _good_tables(launch)
     assert table_problems(tables, [launch]) == {} and rebuild_token(tables, [launch]) == ""  # intact: trusted
     damage(tables)
     # older than the collect rule's inputs: Snakemake rebuilds it anyway, not checked here
@@ -207,11 +213,7 @@ def test_a_dry_run_sets_no_table_aside(tree):
     only named (the token says which, so the dry run's plan shows the rebuild); the run that
     executes sets it aside."""
     launch, _ = tree
-    tables = launch.parent.parent.parent / "tables" / "exp"
-    good = dict(zip(("epochs", "runs", "failed", "evals"), collect([launch])))
-    good["staleness"] = staleness_table([launch])
-    for t in TABLES:
-        write_atomic(good[t], tables / f"{t}.csv")
+    tables = _good_tables(launch)
     _cut_half(tables / "runs.csv")
     before = {p.name: p.read_bytes() for p in tables.iterdir()}
     token = rebuild_token(tables, [launch], change=False)

@@ -65,6 +65,12 @@ def test_default_config_is_valid(cfg):
      "experiments.sgp_sim.platform.max_hosts", "has 16 hosts; this run needs 32"),
     (lambda c: c["experiments"]["baseline"].__setitem__("platform", "ethernet_10g"),
      "experiments.baseline.platform", "only simulated runs (backend: simgrid)"),
+    # real ranks take a profile only to charge their compute (fixed), never a paper's or a model size
+    (lambda c: c["experiments"]["baseline"].__setitem__("profile", "resnet50_v100x8"),
+     "experiments.baseline.profile", "take only a profile {name: fixed, step_ms: ..., jitter: ...}"),
+    (lambda c: c["experiments"]["baseline"]["methods"]["allreduce_sgd"].__setitem__(
+        "profile", {"name": "fixed", "step_ms": 50, "model_mb": 100}),
+     "experiments.baseline.methods.allreduce_sgd.profile", "no model_mb"),
     (lambda c: c["experiments"]["sgp_sim"].__setitem__("backend", "mpi"),
      "experiments.sgp_sim.backend", "torch, simgrid"),
 ])
@@ -75,6 +81,15 @@ def test_invalid_config_names_key_and_allowed_values(cfg, mutate, key, allowed):
         validate(bad)
     assert e.value.key == key, str(e.value)
     assert allowed in str(e.value)
+
+
+def test_a_real_rank_method_with_a_fixed_profile_is_charged(cfg):
+    """adpsgd's allreduce_sgd_charged (claim ar_slowed_by_straggler_real): real ranks whose compute a
+    fixed profile charges; its run config carries the profile, the backend's clock charges it."""
+    run = next(r for r in expand(cfg) if r.method == "allreduce_sgd_charged")
+    raw = run_config(cfg, run)
+    assert raw["profile"] == {"name": "fixed", "step_ms": 50} and "platform" not in raw
+    assert resolve(raw).run.parsed["profile"].step_ms == 50  # what the trainer's ChargedClock charges
 
 
 def test_method_overrides_and_run_config(cfg):

@@ -195,3 +195,25 @@ def timing_dependent(method_spec: dict[str, Any] | None, method: str) -> bool:
     """Whether a method's steps to a target depend on timing (its algorithm's class says)."""
     form = closed_form(method_algorithm(method_spec, method)[0])
     return form is not None and form[0].timing_dependent
+
+
+def overlap_default(algorithm: str) -> bool | None:
+    """The default of ``algorithm``'s ``overlap_backward`` (its all-reduce hidden behind the
+    backward pass), as its config declares it; None where its config has no such key (the
+    algorithm all-reduces nothing to hide)."""
+    import dataclasses  # noqa: PLC0415
+
+    if algorithm not in _algorithms():
+        return None
+    f = {f.name: f for f in dataclasses.fields(_algorithms().get(algorithm).Config)}.get("overlap_backward")
+    return None if f is None else f.default
+
+
+def method_overlap(method_spec: dict[str, Any] | None, method: str) -> float:
+    """The nominal AR/backward overlap of a config method entry, the method's own (the closed
+    form's ``overlap``, :mod:`impls.sim.nominal`): 1 where its algorithm hides its all-reduce behind
+    the backward pass (``overlap_backward``, as set or its default), else 0."""
+    alg = (method_spec or {}).get("algorithm", method)
+    name, values = (alg, {}) if isinstance(alg, str) else (alg.get("name", method), alg)
+    default = overlap_default(name)
+    return 0.0 if default is None else float(bool(values.get("overlap_backward", default)))

@@ -84,7 +84,7 @@ from ..pipeline.catalogue import METRICS, Metric
 from ..pipeline.config import expand
 from .expect import _above, _below, pass_region
 from .published import Published
-from . import mechanisms, size
+from . import mechanisms, predict, size
 from .stats import interval, nonpositive, p_between
 from .survival import Median, km_median, logrank
 
@@ -209,9 +209,10 @@ def _side(runs: pd.DataFrame, failed: pd.DataFrame | None, grid: pd.DataFrame, s
 
 
 #: where a row's runs ran and what its speed result is (:func:`label_row`), the scenario axes'
-#: effect, the context gates and the size verdict (:mod:`distrepro_wf.claims.size`)
+#: effect, the context gates, a derived expectation (:mod:`distrepro_wf.claims.predict`) and the size
+#: verdict (:mod:`distrepro_wf.claims.size`)
 LABEL_COLUMNS = ["runs_on", "speed_result", "closed_form", "sensitivity", "published_fitted", "scenarios",
-                 "gate_context", *size.COLUMNS]
+                 "gate_context", "predicted", "predicted_how", *size.COLUMNS]
 COLUMNS = ["claim", "paper", "page", "experiment", "statement", "mechanism", "metric", "unit", "compare", "scale",
            "nodes", "straggler", "setting", "status", "provisional", "reason", "measured", "ci_low", "ci_high",
            "interval", "df", "p_a_beats_b", "wins", "p_pass", "seeds_a", "seeds_b", "pass_low", "pass_high",
@@ -249,14 +250,22 @@ def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggl
            "control_high": math.nan, "tta_measured": math.nan, "tta_low": math.nan, "tta_high": math.nan,
            "tta_status": "", **TTA_KM, "published": pub.get("value"),
            "published_nodes": " ".join(map(str, pub.get("nodes", []))), "gap": math.nan,
-           "expected": expect_text(c["expect"], c["compare"]), "published_note": pub.get("note", ""),
+           "expected": expect_text(c["expect"], c["compare"]) + _predicted_text(c), "published_note": pub.get("note", ""),
            "published_other": pub.get("other", ""), "sources": " ".join(c["sources"]),
            "tuned_on_seeds": " ".join(map(str, c.get("tuned_on_seeds") or ())), "scored_on_seeds": "", "runs_on": "",
            "speed_result": "", "closed_form": math.nan, "sensitivity": "", "published_fitted": "", "scenarios": "",
-           "gate_context": "", "size_status": "", "size_reason": "", "size_low": math.nan, "size_high": math.nan,
+           "gate_context": "", "predicted": math.nan, "predicted_how": "", "size_status": "", "size_reason": "", "size_low": math.nan, "size_high": math.nan,
            "size_range_low": math.nan, "size_range_high": math.nan}
     row.update(kw)
     return row
+
+
+def _predicted_text(c: dict[str, Any]) -> str:
+    """The size a claim with a derived expectation must also have, in words (:mod:`.predict`)."""
+    if not c.get("predicted"):
+        return ""
+    return (f"; size: within {size.TOLERANCE['predicted']['text']} of the {c['predicted']['by'].replace('_', ' ')} "
+            f"prediction at the setting")
 
 
 def _control_text(c: dict[str, Any], config: dict[str, Any] | None = None, nodes: Any = None,
@@ -402,6 +411,10 @@ def evaluate_claim(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd
         at_scale = pub.get("value") is not None and (not pub.get("nodes") or nodes in pub["nodes"])
         if pub.get("value") is not None and not at_scale:
             notes.append(f"no gap: the published value is for {', '.join(map(str, pub['nodes']))} nodes")
+        if c.get("predicted"):  # a derived expectation: the size the setting's own measurements predict
+            pred = predict.predict(c, config, table, nodes, straggler)
+            where.update({"predicted": pred.value, "predicted_how": pred.how} if isinstance(pred, predict.Prediction)
+                         else {"predicted_how": pred})
         out.append(_with_context(gated(_row(c, status, "; ".join(notes), nodes, straggler,
                                             provisional="yes" if provisional else "", measured=iv.estimate,
                                             ci_low=iv.low, ci_high=iv.high, interval=iv.method, df=iv.df,
@@ -806,13 +819,13 @@ def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any]) ->
     ``sensitivity`` (:mod:`distrepro_wf.claims.sensitivity`): a verdict that flips inside a sourced
     range becomes inconclusive, what the scenario axes do is said in ``scenarios`` (never a
     demotion); a published value built on a row a platform parameter was fitted on is moved to
-    ``published_fitted`` and not shown as the published value.  Then a harness check that does
-    not pass fails (:func:`harness_verdict`) and the row gets its size verdict
-    (:func:`distrepro_wf.claims.size.judge`)."""
+    ``published_fitted`` and not shown as the published value.  Then the row gets its size verdict
+    (:func:`distrepro_wf.claims.size.judge`; against the derived expectation where the claim has one)
+    and a harness check that does not pass fails (:func:`harness_verdict`)."""
     row, res = _label(c, config, row)
+    row.update(size.judge(row, c, res.tornado if res is not None else None))
     if c.get("harness"):
         row = harness_verdict(c, row)
-    row.update(size.judge(row, c, res.tornado if res is not None else None))
     return row
 
 
@@ -820,7 +833,26 @@ def harness_verdict(c: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """A harness check (``harness: true``) tests the harness as configured, at its nominal
     parameters: one that does not pass is "not reproduced", never "inconclusive" (an interval
     straddling the pass region's boundary has not passed; without an interval the estimate is
-    judged: provisional either way, fewer than :data:`MIN_SEEDS` seeds).  Not comparable stays."""
+    judged: provisional either way, fewer than :data:`MIN_SEEDS` seeds).  Not comparable stays.
+    A check with a derived expectation (``predicted``, :mod:`distrepro_wf.claims.predict`) tests the
+    mechanism's size too: it passes only when its size verdict against the prediction is reproduced
+    (not reproduced: it fails, with the sizes in the reason; no prediction: not comparable, why)."""
+    row = _harness_direction(c, row)
+    if not c.get("predicted") or row["status"] != REPRODUCED or row.get("size_status") == size.REPRODUCED:
+        return row
+    if row.get("size_status") == size.NOT_REPRODUCED:
+        row["status"] = NOT_REPRODUCED
+        why = ("a harness check whose size misses its prediction fails: "
+               + row["size_reason"].split("; predicted by")[0])
+    else:
+        row["status"] = NOT_COMPARABLE
+        why = f"no size to check the mechanism by: {row.get('size_reason') or 'no prediction'}"
+    row["reason"] = "; ".join(x for x in (why, row["reason"]) if x)
+    return row
+
+
+def _harness_direction(c: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """:func:`harness_verdict`'s direction: an inconclusive harness row passes or fails on its interval."""
     if row["status"] != INCONCLUSIVE:
         return row
     m, lo, hi = (float(row[k]) for k in ("measured", "ci_low", "ci_high"))

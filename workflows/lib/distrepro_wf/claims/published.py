@@ -61,6 +61,7 @@ from impls.errors import ConfigError
 from ..pipeline.catalogue import METRICS, bounds_text
 from ..pipeline.config import WORKFLOW_DIR
 from ..pipeline.yamlio import load_yaml, loads_yaml
+from . import predict
 from .expect import pass_region
 
 SCHEMAS = WORKFLOW_DIR / "schemas"
@@ -528,6 +529,7 @@ def load(config: dict[str, Any], directory: Path = PUBLISHED_DIR, config_dir: Pa
             raise ConfigError(f"{where}.metric", f"unknown metric {c['metric']!r}; known: {', '.join(METRICS)}")
         _check_reachable(c, where)
         _check_derived(c, where)
+        predict.check(c, where)
         _check_published_agrees(c, where)
         if c["paper"] not in papers:
             raise ConfigError(f"{where}.paper", f"unknown paper {c['paper']!r}; known: {', '.join(papers)}")

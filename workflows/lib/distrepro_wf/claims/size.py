@@ -18,10 +18,16 @@ size verdict (:func:`judge`):
   parameter of the paper's cluster we do not know; rows without a sensitivity analysis (real
   ranks, accuracy) have no such range, so they are reproduced or not;
 * **not reproduced**: it lies outside both;
-* **n/a** (with the reason): the paper states no magnitude, the published value is for
+* **n/a** (with the reason): the paper states no magnitude (and the claim derives none), the published value is for
   another node count, it was used to fit the platform, the direction row is not comparable,
   there is no interval, or the claim is itself an absolute number (its direction verdict
   already compares it with the published one).
+
+A claim with a derived expectation (``predicted:``, :mod:`distrepro_wf.claims.predict`: e.g. AR-SGD's
+closed form calibrated on the setting's own compute and step time) is judged the same way against
+the predicted value (the row's ``predicted``) instead of a published one, with its own tolerance
+(:data:`TOLERANCE` ``"predicted"``) and without the sensitivity range: the prediction is made at the
+setting's measured point, so a model parameter the ranges move would move it too.
 """
 
 from __future__ import annotations
@@ -44,15 +50,21 @@ TOLERANCE: dict[str, dict[str, Any]] = {
                          "paper's, and a published gap of a few tenths of a point is within one recipe's "
                          "seed-to-seed spread; a gap half a point away from the published one is a different "
                          "size.  Ours, declared here, not a source"},
+    "predicted": {"factor": 1.15, "text": "×/÷ 1.15",
+                  "reason": "±15 % on the log scale: a prediction made at the setting's own measured compute and "
+                            "step time leaves out only what its closed form does not model (op costs inside the "
+                            "step, contention beyond the rack uplinks, a sleep's overshoot on real ranks); the bar "
+                            "for a closed form against the simulator is 10 % (issue 31, item 3), and real ranks' "
+                            "timers add a few %.  Ours, declared here, not a source"},
 }
 #: claims.csv's size columns
 COLUMNS = ["size_status", "size_reason", "size_low", "size_high", "size_range_low", "size_range_high"]
 
 
 def widen(lo: float, hi: float, scale: str) -> tuple[float, float]:
-    """[lo, hi] widened by the scale's tolerance."""
-    t = TOLERANCE["log" if scale == "log" else "linear"]
-    if scale == "log":
+    """[lo, hi] widened by the scale's tolerance (``predicted``: a derived expectation's, on the log scale)."""
+    t = TOLERANCE[scale if scale == "predicted" else "log" if scale == "log" else "linear"]
+    if scale in ("log", "predicted"):
         return lo / t["factor"], hi * t["factor"]
     return lo - t["plus"], hi + t["plus"]
 
@@ -76,6 +88,8 @@ def judge(row: dict[str, Any], c: dict[str, Any], tornado: list[dict[str, Any]] 
 
     if c["compare"] == "absolute":
         return na("the claim is itself the published number: its verdict compares the size")
+    if c.get("predicted"):
+        return _judge_predicted(row, out)
     if pub.get("value") is None:
         note = pub.get("note")
         return na("the paper states no magnitude" + (f" ({note})" if note else ""))
@@ -111,6 +125,28 @@ def judge(row: dict[str, Any], c: dict[str, Any], tornado: list[dict[str, Any]] 
         detail += f"; over the sourced ranges [{rlo:.3g}, {rhi:.3g}]"
     return {"size_status": st, "size_reason": f"{text}; {detail}", "size_low": wlo, "size_high": whi,
             "size_range_low": rlo, "size_range_high": rhi}
+
+
+def _judge_predicted(row: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """The size of a claim with a derived expectation (module docstring): the row's ``predicted``
+    inside our interval widened by :data:`TOLERANCE` ``"predicted"``, reproduced; outside, not
+    reproduced (no sensitivity range: the prediction is made at the measured point)."""
+    value = float(row.get("predicted", math.nan))
+    m, lo, hi = (float(row.get(k, math.nan)) for k in ("measured", "ci_low", "ci_high"))
+    if row.get("status") == "not comparable":
+        return {**out, "size_status": NA, "size_reason": "the setting is not comparable"}
+    if not math.isfinite(value):
+        return {**out, "size_status": NA, "size_reason": "no prediction: " + (row.get("predicted_how") or "")}
+    if not math.isfinite(lo) or not math.isfinite(hi):
+        lo = hi = m  # no interval (one seed): the estimate, widened alike
+    if not (value > 0 and lo > 0):
+        return {**out, "size_status": NA, "size_reason": "a ratio's size needs positive values"}
+    wlo, whi = widen(lo, hi, "predicted")
+    st = REPRODUCED if wlo <= value <= whi else NOT_REPRODUCED
+    text = f"{_fmt(m, 'x')} [{lo:.3g}, {hi:.3g}] against {_fmt(value, 'x')} predicted"
+    return {"size_status": st, "size_reason": f"{text}; tolerance {TOLERANCE['predicted']['text']}: "
+                                              f"[{wlo:.3g}, {whi:.3g}]; predicted by {row.get('predicted_how', '')}",
+            "size_low": wlo, "size_high": whi, "size_range_low": wlo, "size_range_high": whi}
 
 
 def row_text(direction: str, size_status: str, size_reason: str) -> str:

@@ -212,17 +212,20 @@ def run_config(config: dict[str, Any], run: Run) -> dict[str, Any]:
 def backend_keys(exp: dict[str, Any], m: dict[str, Any], launcher: dict[str, Any]) -> dict[str, Any]:
     """Where a run runs: real ranks (``torch``, the launcher's process-group backend) or the
     simulated platform (``simgrid``, with its platform and profile); a method's keys
-    override its experiment's."""
+    override its experiment's.  Real ranks take no platform, and a profile only to charge
+    their compute as a sleep (``{name: fixed, step_ms, jitter}``: :class:`impls.backends.ChargedClock`,
+    so a step's compute, and a straggler's, is the profile's whatever this machine's load; the
+    backend refuses any other profile, :func:`validate` before any job)."""
     def pick(key: str, default: Any) -> Any:
         return m.get(key, exp.get(key, default))
 
     if backend_is_simulated(pick("backend", "torch")):
         return {"backend": pick("backend", "torch"), "platform": pick("platform", "ethernet_10g"),
                 "profile": pick("profile", "measured")}
-    for key in ("platform", "profile"):
-        if pick(key, None) is not None:
-            raise ConfigError(key, "only simulated runs (backend: simgrid) have one; this one runs on real ranks")
-    return {"backend": launcher.get("backend", DEFAULT_BACKEND)}
+    if pick("platform", None) is not None:
+        raise ConfigError("platform", "only simulated runs (backend: simgrid) have one; this one runs on real ranks")
+    profile = pick("profile", None)
+    return {"backend": launcher.get("backend", DEFAULT_BACKEND), **({"profile": profile} if profile is not None else {})}
 
 
 def is_simulated(raw: dict[str, Any]) -> bool:

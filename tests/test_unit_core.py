@@ -109,6 +109,15 @@ def test_straggler_fixed_delay_s_adds_seconds_per_step():
         == pytest.approx(0.25)
 
 
+def test_a_straggler_setting_says_its_one_compute_factor():
+    """What a closed form takes as the straggler (distrepro_wf.claims.predict): none 1, fixed its
+    factor; none where there is no single one (random draws per step, delay_s adds seconds)."""
+    f = lambda spec: straggler_config(spec).compute_factor()  # noqa: E731
+    assert f({"kind": "none"}) == 1.0 and f({"kind": "fixed", "ranks": [-1], "factor": 4}) == 4.0
+    assert f({"kind": "random", "mean_fraction": 3.0}) is None
+    assert f({"kind": "fixed", "ranks": [-1], "factor": 2, "delay_s": 0.5}) is None
+
+
 def test_straggler_random_is_seeded_and_has_the_configured_mean():
     cfg = straggler_config({"kind": "random", "mean_fraction": 0.5})
     a = [StragglerModel(cfg, 1, 2, seed=3).delay(1.0) for _ in range(1)]

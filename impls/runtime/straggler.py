@@ -98,6 +98,17 @@ class StragglerConfig:
                 raise ConfigError(f"{key}.mean_fraction", "kind 'random' needs mean_fraction > 0")
 
 
+    def compute_factor(self) -> float | None:
+        """The one factor a slow rank's compute takes every step: 1 for ``none``, ``factor`` for
+        ``fixed``; None where there is no single one (``random``: drawn per step; ``delay_s``: seconds
+        added, not a factor).  What a closed form of the step takes as its straggler."""
+        if self.kind == "none":
+            return 1.0
+        if self.kind != "fixed" or self.delay_s > 0:
+            return None
+        return float(self.factor)
+
+
 def straggler_config(spec: Mapping[str, Any] | None, key: str = "straggler") -> StragglerConfig:
     return from_dict(StragglerConfig, spec, key)
 

@@ -250,12 +250,13 @@ def _row(c: dict[str, Any], status: str, reason: str, nodes: Any = None, straggl
            "control_high": math.nan, "tta_measured": math.nan, "tta_low": math.nan, "tta_high": math.nan,
            "tta_status": "", **TTA_KM, "published": pub.get("value"),
            "published_nodes": " ".join(map(str, pub.get("nodes", []))), "gap": math.nan,
-           "expected": expect_text(c["expect"], c["compare"]) + _predicted_text(c), "published_note": pub.get("note", ""),
+           "expected": expect_text(c["expect"], c["compare"]) + _predicted_text(c),
+           "published_note": pub.get("note", ""),
            "published_other": pub.get("other", ""), "sources": " ".join(c["sources"]),
            "tuned_on_seeds": " ".join(map(str, c.get("tuned_on_seeds") or ())), "scored_on_seeds": "", "runs_on": "",
            "speed_result": "", "closed_form": math.nan, "sensitivity": "", "published_fitted": "", "scenarios": "",
-           "gate_context": "", "predicted": math.nan, "predicted_how": "", "size_status": "", "size_reason": "", "size_low": math.nan, "size_high": math.nan,
-           "size_range_low": math.nan, "size_range_high": math.nan}
+           "gate_context": "", "predicted": math.nan, "predicted_how": "", "size_status": "", "size_reason": "",
+           "size_low": math.nan, "size_high": math.nan, "size_range_low": math.nan, "size_range_high": math.nan}
     row.update(kw)
     return row
 

@@ -107,17 +107,18 @@ def predict(c: dict[str, Any], config: dict[str, Any], table: pd.DataFrame | Non
 
 
 def straggler_factor(config: dict[str, Any], name: str) -> float | str:
-    """A straggler setting's one compute factor (``none``: 1; ``fixed``: its ``factor``), or why it
-    has none (``random``: a factor drawn per step; ``delay_s``: seconds, not a factor)."""
+    """A straggler setting's one compute factor, as the setting says
+    (:meth:`impls.runtime.straggler.StragglerConfig.compute_factor`), or why it has none."""
+    from impls.runtime.straggler import straggler_config  # noqa: PLC0415
+
     spec = (config.get("stragglers") or {}).get(name)
     if spec is None:
         return f"straggler setting {name!r} is not in this config"
-    kind = spec.get("kind", "none")
-    if kind == "none":
-        return 1.0
-    if kind != "fixed" or spec.get("delay_s"):
-        return f"straggler {name!r} ({kind}{', delay_s' if spec.get('delay_s') else ''}) has no single compute factor"
-    return float(spec.get("factor", 1.0))
+    factor = straggler_config(spec, f"stragglers.{name}").compute_factor()
+    if factor is None:
+        return (f"straggler {name!r} ({spec.get('kind')}{', delay_s' if spec.get('delay_s') else ''}) has no single "
+                f"compute factor")
+    return factor
 
 
 def _comm_scaled(p: cf.Point, k: float) -> cf.Point:

@@ -225,7 +225,8 @@ def backend_keys(exp: dict[str, Any], m: dict[str, Any], launcher: dict[str, Any
     if pick("platform", None) is not None:
         raise ConfigError("platform", "only simulated runs (backend: simgrid) have one; this one runs on real ranks")
     profile = pick("profile", None)
-    return {"backend": launcher.get("backend", DEFAULT_BACKEND), **({"profile": profile} if profile is not None else {})}
+    return {"backend": launcher.get("backend", DEFAULT_BACKEND),
+            **({"profile": profile} if profile is not None else {})}
 
 
 def is_simulated(raw: dict[str, Any]) -> bool:

@@ -42,7 +42,7 @@ from ..claims.survival import km_median
 CLAIM_DEFAULTS = {"page": None, "mechanism": "", "pass_low": math.nan, "pass_high": math.nan, "scale": None,
                   "control": "", "control_measured": math.nan, "control_low": math.nan, "control_high": math.nan,
                   "setting": None, "runs_on": "", "size_status": "", "size_reason": "", "size_low": math.nan,
-                  "size_high": math.nan, "scenarios": "", "gate_context": ""}
+                  "size_high": math.nan, "scenarios": "", "gate_context": "", "predicted": math.nan}
 PAPER_PAGE, HARNESS_PAGE = "paper", "harness"
 
 
@@ -70,7 +70,7 @@ def claim_frame(results: pd.DataFrame, claims_yaml: list[dict[str, Any]] | None 
         if col not in df:
             df[col] = default
     for c in ("pass_low", "pass_high", "control_measured", "control_low", "control_high", "published", "measured",
-              "ci_low", "ci_high", "nodes", "size_low", "size_high"):
+              "ci_low", "ci_high", "nodes", "size_low", "size_high", "predicted"):
         df[c] = pd.to_numeric(df[c], errors="coerce") if c in df else math.nan
     for c in ("mechanism", "control", "reason", "provisional", "straggler", "unit", "runs_on", "size_status",
               "size_reason", "scenarios", "gate_context"):

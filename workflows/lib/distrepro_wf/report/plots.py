@@ -543,7 +543,8 @@ def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
     for ax, (scale, unit, g) in zip(axes[:, 0], groups):
         g = g.reset_index(drop=True)
         vals = pd.concat([g[c] for c in ("measured", "ci_low", "ci_high", "control_measured", "control_low",
-                                         "control_high", "published", "size_low", "size_high") if c in g]).astype(float)
+                                         "control_high", "published", "size_low", "size_high", "predicted")
+                          if c in g]).astype(float)
         finite = vals[np.isfinite(vals) & ((vals > 0) if scale == "log" else True)]
         regions = pd.concat([g["pass_low"], g["pass_high"]]).astype(float)
         regions = regions[np.isfinite(regions) & ((regions > 0) if scale == "log" else True)]
@@ -592,6 +593,14 @@ def forest(frame: pd.DataFrame, path: Path, title: str = "") -> None:
                             + (f"; size {size}" if size else ""),
                             (r["published"], y + 0.25),
                             xytext=(4, 2), textcoords="offset points", fontsize=6)
+            pv = float(r.get("predicted", math.nan))
+            if np.isfinite(pv) and (scale != "log" or pv > 0):  # a derived expectation (claims.predict)
+                size = r.get("size_status") or ""
+                ax.plot([pv], [y + 0.25], marker="P", ms=7, ls="none", color=SIZE_COLOURS.get(size, "black"),
+                        mec="black", mew=0.5, label="predicted value" if "predicted value" not in
+                        ax.get_legend_handles_labels()[1] else None)
+                ax.annotate("predicted" + (f"; size {size}" if size else ""), (pv, y + 0.25), xytext=(4, 2),
+                            textcoords="offset points", fontsize=6)
         for st, c in STATUS_COLOURS.items():
             if st in set(g["shown"]):
                 ax.plot([], [], marker="o", color=c, mfc=c if st != "provisional" else "white", label=st)

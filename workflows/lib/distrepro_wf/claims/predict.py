@@ -26,12 +26,12 @@ straggler setting): the method's own closed form (its class's ``step_cost``,
    (``time_per_epoch_s / steps_per_epoch``), means over seeds;
 2. the point: a simulated experiment's nominal point (:func:`distrepro_wf.claims.sensitivity.nominal_point`:
    the platform's racks and background load, the profile's jitter and the paper model's layout);
-   on real ranks a bare one (no latency, no jitter, the stand-in's gradient as one bucket: the
-   runs do not record its layout; the harness's stand-ins are smaller than DDP's 1 MiB first
-   bucket, so their one bucket leaves when the backward pass ends, exact there; for a larger
-   model the prediction overstates the ratio, as more of its all-reduce would hide behind a slow
-   backward pass); its compute ``C``; the method's own AR/backward overlap
-   (:func:`distrepro_wf.claims.closedform.method_overlap`);
+   on real ranks (or under a profile measured at run time) a bare one: no latency, no jitter, the
+   stand-in's gradient as one bucket (the runs do not record its layout; the harness's stand-ins
+   are smaller than DDP's 1 MiB first bucket, so their one bucket leaves when the backward pass
+   ends: exact there; for a larger model the prediction overstates the ratio, as more of its
+   all-reduce would hide behind a slow backward pass); its compute ``C``; the method's own
+   AR/backward overlap (:func:`distrepro_wf.claims.closedform.method_overlap`);
 3. calibration: every communication term (bandwidths, latency, per-message overhead) scaled by one
    factor so that the closed form's step at ``b``'s straggler setting equals ``T_b`` (found by
    bisection; a step no longer than its compute leaves no communication);
@@ -178,7 +178,7 @@ def _closed_form(c: dict[str, Any], config: dict[str, Any], table: pd.DataFrame 
         mb = pd.to_numeric(rows["model_mb"], errors="coerce").mean() if "model_mb" in rows else math.nan
         nbytes = float(mb) * 1e6 if mb > 0 else 1.0
         p = cf.Point(compute_s=comp, model_bytes=nbytes, bandwidth=1.0, latency_s=0.0, nodes=n, layout=(int(nbytes),))
-        where = "a bare point (real ranks: no latency, no jitter, the gradient in one bucket)"
+        where = "a bare point (no latency, no jitter, the gradient in one bucket)"
     p = p.with_(compute_s=comp, overlap=cf.method_overlap(spec, method), slow_factor=factors[1])
     step = lambda q: cf.step_s(alg, q, peers, **(opts or {}))  # noqa: E731
     if opts is None or step(p) is None:

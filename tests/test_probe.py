@@ -102,9 +102,13 @@ def test_a_plan_takes_its_platform_and_profile_from_a_probe(tmp_path):
     cfg["plan"]["probe"] = str(out)
     wfplan.validate(cfg)
     plan = cfg["plan"]
-    assert plan["network"] == {"nic_gbps": [doc["platform"]["nic_gbps"]], "latency_us": doc["platform"]["latency_us"],
+    # the per-message overhead (30 us) is charged to each message's sender, the rest of the 38 us to the wire
+    assert plan["network"] == {"nic_gbps": [doc["platform"]["nic_gbps"]], "latency_us": pytest.approx(8.0),
                                "topology": "star"}
     assert plan["model"]["step_ms"] == 115.0 and plan["model"]["model_mb"] == 97.5 and plan["model"]["batch"] == 32
+    assert plan["model"]["msg_us"] == pytest.approx(30.0)
+    run = wfplan.run_config(cfg, wfplan.points(cfg)[0])
+    assert run["profile"]["msg_us"] == pytest.approx(30.0) and run["platform"]["latency_us"] == pytest.approx(8.0)
     # what the plan gives wins over the probe
     cfg = copy.deepcopy(PLAN)
     cfg["plan"].update(probe=str(out), network={"nic_gbps": [10, 25]})

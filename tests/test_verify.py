@@ -168,3 +168,20 @@ def test_verify_runs_the_plans_first_method_and_ar_sgd_on_two_local_ranks(tmp_pa
         assert f'data-verified="{int(r["verified"])}"' in cell
         assert re.search(rf'<tr data-method="{r["method"]}" data-nodes="2"[^>]*data-error="{r["error"]:.6g}"', page)
     assert ("verified</span>" in page) == bool(t["verified"].any())
+
+
+def test_a_probed_plan_verifies_the_probes_workload_at_the_measured_rate(tmp_path):
+    probe = tmp_path / "lab.yaml"
+    probe.write_text(yaml.safe_dump({
+        "cluster": "lab", "platform": {"topology": "star", "nic_gbps": 0.1, "latency_us": 300.0, "overhead_us": 100.0},
+        "profile": {"step_ms": 12.0, "model_mb": 0.05, "batch": 16}, "provenance": {"workload": WORKLOAD}}))
+    cfg = copy.deepcopy(CFG)
+    cfg["plan"].pop("network")
+    cfg["plan"]["model"] = {"epoch_samples": 1000, "step_ms": 30}
+    cfg["plan"]["probe"] = str(probe)
+    cfg["verify"].pop("workload")
+    wfplan.validate(cfg)
+    v = verify.settings(cfg)
+    assert v["workload"] == WORKLOAD and v["nic_gbps"] == 0.1 and v["baseline"] == "allreduce_sgd"
+    run = verify.run_config(cfg, v, "allreduce_sgd", 2, "none", "gloo")
+    assert run["workload"]["model"] == WORKLOAD["model"] and run["profile"]["step_ms"] == 30.0

@@ -82,6 +82,16 @@ def test_summarize_gives_the_platform_and_profile_of_the_timings():
     assert doc["provenance"]["hosts"] == META["hosts"] and doc["provenance"]["backend"] == "gloo"
 
 
+def test_the_nic_rate_is_what_the_links_carried_when_every_rank_communicated():
+    """A cluster whose all-reduce moves each link's bytes at half the point-to-point rate (hosts
+    that cannot drive every link at once): the plan's NIC is the all-reduce's bus bandwidth."""
+    rows = [dict(r, seconds=str(float(r["seconds"]) * 2)) if r["kind"] == "all_reduce" else r for r in _rows()]
+    doc = probe.summarize(rows, META, "lab")
+    assert doc["measured"]["nic_from"] == "all_reduce"
+    assert doc["platform"]["nic_gbps"] == pytest.approx(0.5 / BANDWIDTH_FACTOR, rel=1e-5)
+    assert probe.summarize(_rows(), META, "lab")["measured"]["nic_from"] == "p2p"
+
+
 def _probe_file(tmp_path):
     csv = tmp_path / "lab.csv"
     import csv as csvmod

@@ -167,7 +167,8 @@ def test_verify_runs_the_plans_first_method_and_ar_sgd_on_two_local_ranks(tmp_pa
         assert f'data-measured-step-ms="{r["measured_step_ms"]:.6g}"' in cell
         assert f'data-verified="{int(r["verified"])}"' in cell
         assert re.search(rf'<tr data-method="{r["method"]}" data-nodes="2"[^>]*data-error="{r["error"]:.6g}"', page)
-    assert ("verified</span>" in page) == bool(t["verified"].any())
+    assert ('<span class="verified">verified</span>' in page) == bool(t["verified"].any())
+    assert ('<span class="unverified">not verified</span>' in page) == bool((~t["verified"]).any())
 
 
 def test_a_probed_plan_verifies_the_probes_workload_at_the_measured_rate(tmp_path):

@@ -222,7 +222,7 @@ rule bench_plan_verify_netns:
         "results/logs/bench/plan_verify_netns.log",
     params:
         spec=config.get("benchmarks", {}).get("plan_verify_netns", {}),
-        workdir="results/bench/plan_verify_netns",
+        workdir="results/bench/runs/plan_verify_netns",  # probes, plans and runs, kept for inspection
     threads: 64  # real ranks sleep through their compute, but share the cores: nothing else beside them
     script:
         "../scripts/bench_plan_verify_netns.py"

@@ -82,6 +82,16 @@ def test_summarize_gives_the_platform_and_profile_of_the_timings():
     assert doc["provenance"]["hosts"] == META["hosts"] and doc["provenance"]["backend"] == "gloo"
 
 
+def test_the_nic_rate_is_what_the_links_carried_when_every_rank_communicated():
+    """A cluster whose all-reduce moves each link's bytes at half the point-to-point rate (hosts
+    that cannot drive every link at once): the plan's NIC is the all-reduce's bus bandwidth."""
+    rows = [dict(r, seconds=str(float(r["seconds"]) * 2)) if r["kind"] == "all_reduce" else r for r in _rows()]
+    doc = probe.summarize(rows, META, "lab")
+    assert doc["measured"]["nic_from"] == "all_reduce"
+    assert doc["platform"]["nic_gbps"] == pytest.approx(0.5 / BANDWIDTH_FACTOR, rel=1e-5)
+    assert probe.summarize(_rows(), META, "lab")["measured"]["nic_from"] == "p2p"
+
+
 def _probe_file(tmp_path):
     csv = tmp_path / "lab.csv"
     import csv as csvmod
@@ -102,9 +112,13 @@ def test_a_plan_takes_its_platform_and_profile_from_a_probe(tmp_path):
     cfg["plan"]["probe"] = str(out)
     wfplan.validate(cfg)
     plan = cfg["plan"]
-    assert plan["network"] == {"nic_gbps": [doc["platform"]["nic_gbps"]], "latency_us": doc["platform"]["latency_us"],
+    # the per-message overhead (30 us) is charged to each message's sender, the rest of the 38 us to the wire
+    assert plan["network"] == {"nic_gbps": [doc["platform"]["nic_gbps"]], "latency_us": pytest.approx(8.0),
                                "topology": "star"}
     assert plan["model"]["step_ms"] == 115.0 and plan["model"]["model_mb"] == 97.5 and plan["model"]["batch"] == 32
+    assert plan["model"]["msg_us"] == pytest.approx(30.0)
+    run = wfplan.run_config(cfg, wfplan.points(cfg)[0])
+    assert run["profile"]["msg_us"] == pytest.approx(30.0) and run["platform"]["latency_us"] == pytest.approx(8.0)
     # what the plan gives wins over the probe
     cfg = copy.deepcopy(PLAN)
     cfg["plan"].update(probe=str(out), network={"nic_gbps": [10, 25]})

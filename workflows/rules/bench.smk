@@ -201,6 +201,33 @@ rule bench_sim_vs_netns:
         "../scripts/bench_sim_vs_netns.py"
 
 
+from distrepro_wf.bench import planverify
+
+try:  # unknown keys, and values out of range (planverify.RANGES), refused before any job
+    planverify.bench_spec(config.get("benchmarks", {}).get("plan_verify_netns"))
+except ConfigError as e:
+    raise WorkflowError(f"invalid configuration: {e}") from None
+
+
+# plan_verify_netns.csv (a target of its own: it needs root; issue 33's benchmark): per bandwidth, the
+# namespace testbed probed (impls.bench.probe), a plan made on the probe's file, and the plan's first
+# methods and AR-SGD run on the testbed's real ranks (distrepro_wf.plan.verify): predicted vs measured
+# step time per method, within 15 %, and whether the order agrees; _summary.csv: per cell.
+#   snakemake --cores 2 bench_plan_verify_netns
+rule bench_plan_verify_netns:
+    output:
+        table="results/bench/plan_verify_netns.csv",
+        summary="results/bench/plan_verify_netns_summary.csv",
+    log:
+        "results/logs/bench/plan_verify_netns.log",
+    params:
+        spec=config.get("benchmarks", {}).get("plan_verify_netns", {}),
+        workdir="results/bench/runs/plan_verify_netns",  # probes, plans and runs, kept for inspection
+    threads: 64  # real ranks sleep through their compute, but share the cores: nothing else beside them
+    script:
+        "../scripts/bench_plan_verify_netns.py"
+
+
 rule bench_compression:
     output:
         "results/bench/compression_throughput.csv",

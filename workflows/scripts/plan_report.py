@@ -18,7 +18,8 @@ points = pd.read_csv(sm.input.points)
 page = render(plan, pd.read_csv(sm.input.ranking), pd.read_csv(sm.input.crossover), pd.read_csv(sm.input.sensitivity),
               accuracy_costs({m: s for m, s in pconfig.methods(plan).items() if why.get(m) is None}),
               {m: w for m, w in why.items() if w is not None}, lambda m: method_colour(m, config),
-              sm.params.command, points[points["status"] != "ok"])
+              sm.params.command, points[points["status"] != "ok"],
+              pd.read_csv(sm.input.verify) if "verify" in sm.input.keys() else None)
 Path(sm.output[0]).parent.mkdir(parents=True, exist_ok=True)
 Path(sm.output[0]).write_text(page)
 Path(sm.log[0]).parent.mkdir(parents=True, exist_ok=True)

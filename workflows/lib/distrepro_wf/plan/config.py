@@ -83,7 +83,8 @@ def model(plan: dict[str, Any]) -> Model:
             if m.get(k) is None:
                 raise ConfigError(f"plan.model.{k}", "needed without a paper profile (plan.model.profile: "
                                                      f"{', '.join(PAPER)}): give model_mb and step_ms")
-    spec = {"name": name, **{k: m[k] for k in ("step_ms", "model_mb", "jitter", "backward_fraction") if k in m}}
+    spec = {"name": name, **{k: m[k] for k in ("step_ms", "model_mb", "jitter", "backward_fraction", "msg_us")
+                              if k in m}}
     cfg = profile_config(spec, "plan.model")
     batch = m.get("batch") or (DEVICE[name]["per_step"] if name in DEVICE else None)
     if batch is None:
@@ -217,9 +218,10 @@ def applicable(config: dict[str, Any]) -> dict[str, str | None]:
 
 def with_probe(plan: dict[str, Any]) -> dict[str, Any]:
     """``plan`` with a probe's numbers filled in (``plan.probe``: a ``results/probe/<cluster>.yaml``
-    of :mod:`distrepro_wf.plan.probe`): the model's ``step_ms``, ``model_mb`` and ``batch`` and the
-    network's ``nic_gbps`` (one rate), ``latency_us`` and ``topology`` where the plan does not give
-    them.  A missing or foreign file is a ConfigError naming ``plan.probe``; without a probe, a
+    of :mod:`distrepro_wf.plan.probe`): the model's ``step_ms``, ``model_mb`` and ``batch``, its
+    ``msg_us`` (the probe's per-message overhead, charged to each message's sender) and the
+    network's ``nic_gbps`` (one rate), ``latency_us`` (the measured latency less that overhead, so
+    a small message costs what was measured) and ``topology``, where the plan does not give them.  A missing or foreign file is a ConfigError naming ``plan.probe``; without a probe, a
     network without ``nic_gbps`` is one naming ``plan.network.nic_gbps``."""
     out = copy.deepcopy(plan)
     if out.get("probe"):
@@ -230,6 +232,13 @@ def with_probe(plan: dict[str, Any]) -> dict[str, Any]:
             out["model"].setdefault(k, v)
         net = out.setdefault("network", {})
         net.setdefault("nic_gbps", [doc["platform"]["nic_gbps"]])
+        # the measured fixed cost of a message, split as the simulator charges it: the per-message
+        # overhead (the fit's intercept) to the sender (the profile's msg_us), the rest of the
+        # latency to the wire; so a small message's simulated one-way time is the measured latency
+        overhead = float(doc["platform"].get("overhead_us") or 0.0)
+        if "msg_us" not in out["model"] and overhead > 0:
+            out["model"]["msg_us"] = overhead
+            net.setdefault("latency_us", float(f"{max(0.0, doc['platform']['latency_us'] - overhead):.6g}"))
         net.setdefault("latency_us", doc["platform"]["latency_us"])
         net.setdefault("topology", doc["platform"].get("topology", "star"))
     if not (out.get("network") or {}).get("nic_gbps"):
@@ -240,14 +249,18 @@ def with_probe(plan: dict[str, Any]) -> dict[str, Any]:
 def validate(config: dict[str, Any]) -> list:
     """The whole config checked before any job: the experiments (the pipeline's
     :func:`~distrepro_wf.pipeline.config.validate`, whose expanded runs this returns), then the
-    ``plan`` section (:func:`check`) and the ``probe`` section
-    (:func:`distrepro_wf.plan.probe.settings`).  Raises :class:`ConfigError` naming the key."""
+    ``plan`` section (:func:`check`), the ``verify`` section (:func:`distrepro_wf.plan.verify.settings`)
+    and the ``probe`` section (:func:`distrepro_wf.plan.probe.settings`).  Raises :class:`ConfigError` naming the key."""
     from ..pipeline.config import validate as validate_experiments
     from .probe import settings as probe_settings
 
     runs = validate_experiments(config)
     if "plan" in config:
         check(config)
+    if "verify" in config:
+        from .verify import settings as verify_settings
+
+        verify_settings(config)
     if "probe" in config:
         probe_settings(config["probe"])
     return runs

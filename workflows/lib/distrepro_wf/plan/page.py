@@ -6,7 +6,10 @@ ranking per node count (time per epoch and rank in each bandwidth x straggler ce
 column of ``results/plan/<name>.csv``); the time to target where epochs are given; a crossover
 map per node count (the fastest method per compute per step x NIC rate, the user's points
 marked); the ranking's sensitivity read from the maps; each method's accuracy cost as
-published ("published, not measured here"); what the model does not capture.
+published ("published, not measured here"); what the model does not capture.  After ``verify``
+(:mod:`distrepro_wf.plan.verify`) a ranking cell that ran on the cluster also shows its measured
+step time and the error, marked **verified** when within the tolerance, and a section lists every
+verified row with whether the order agrees.
 """
 
 from __future__ import annotations
@@ -36,12 +39,14 @@ NOT_CAPTURED = [
     "more plan.steps narrow this.",
     "No data loading, I/O, checkpointing, evaluation or start-up time; compute per step has no step-to-step "
     "variation unless plan.model.jitter is given.",
-    "Nothing here was measured on your cluster: a plan is a prediction from the numbers you gave.",
+    "Nothing here but the verified rows (snakemake verify) was measured on your cluster: a plan is a "
+    "prediction from the numbers you gave.",
 ]
 CSS = """body{font-family:sans-serif;max-width:1200px;margin:1em auto;padding:0 1em}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td.m{text-align:left}td.user{outline:3px solid #000;font-weight:bold}
-.note{color:#555;font-size:90%}.rank1{font-weight:bold}"""
+.note{color:#555;font-size:90%}.rank1{font-weight:bold}.verified{color:#060;font-weight:bold}
+.unverified{color:#a00}"""
 
 
 def _e(x: Any) -> str:
@@ -62,7 +67,31 @@ def _duration(s: float) -> str:
     return f"{s / 3600:.2f} h" if s >= 3600 else (f"{s / 60:.1f} min" if s >= 60 else f"{s:.1f} s")
 
 
-def ranking_tables(rank: pd.DataFrame) -> str:
+def _measured(v: Any) -> str:
+    """A ranking cell's measured part: the measured step, the error, verified or not."""
+    if v is None:
+        return ""
+    if v["status"] != "ok":
+        return f'<br><span class="unverified">measured: failed</span>'
+    word = "verified" if v["verified"] else "not verified"
+    return (f'<br><span class="{"verified" if v["verified"] else "unverified"}">measured {v["measured_step_ms"]:.0f} '
+            f'ms/step, error {100 * v["error"]:+.0f} %: {word}</span>')
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f} %"
+
+
+def _verify_attrs(v: Any) -> str:
+    if v is None or v["status"] != "ok":
+        return ""
+    return f' data-measured-step-ms="{v["measured_step_ms"]:.6g}" data-verified="{int(bool(v["verified"]))}"'
+
+
+def ranking_tables(rank: pd.DataFrame, verify: pd.DataFrame | None = None) -> str:
+    """One table per node count; ``verify``: verify.csv's rows, shown in their cells."""
+    checked = {} if verify is None else {(int(r["nodes"]), round(float(r["nic_gbps"]), 9), r["straggler"], r["method"]): r
+                                         for _, r in verify.iterrows()}
     out = []
     for n, sub in rank.groupby("nodes"):
         cells = sorted({(float(g), s) for g, s in zip(sub["nic_gbps"], sub["straggler"])})
@@ -76,10 +105,12 @@ def ranking_tables(rank: pd.DataFrame) -> str:
                     tds.append("<td></td>")
                     continue
                 r = r.iloc[0]
+                v = checked.get((int(n), round(g, 9), s, m))
                 tds.append(f'<td class="rank{int(r["rank"])}" data-method="{_e(m)}" data-nic="{g:g}" '
-                           f'data-straggler="{_e(s)}" data-rank="{int(r["rank"])}" data-epoch-s="{r["epoch_s"]:.6g}">'
+                           f'data-straggler="{_e(s)}" data-rank="{int(r["rank"])}" data-epoch-s="{r["epoch_s"]:.6g}"'
+                           f'{_verify_attrs(v)}>'
                            f'{_duration(r["epoch_s"])} ({int(r["rank"])}.)<br><span class="note">'
-                           f'{r["step_ms"]:.0f} ms/step, comm {100 * r["comm_share"]:.0f} %</span></td>')
+                           f'{r["step_ms"]:.0f} ms/step, comm {100 * r["comm_share"]:.0f} %</span>{_measured(v)}</td>')
             rows.append(f'<tr><td class="m">{_e(m)}</td>{"".join(tds)}</tr>')
         out.append(f'<h3>{int(n)} nodes</h3><table id="ranking-n{int(n)}" class="ranking" data-nodes="{int(n)}">'
                    f'<tr><th>method</th>{head}</tr>{"".join(rows)}</table>')
@@ -130,11 +161,42 @@ def sensitivity_list(sens: pd.DataFrame) -> str:
     return f"<ul>{''.join(items)}</ul>" if items else "<p>No crossover grid at a ranked node count.</p>"
 
 
+def verify_section(verify: pd.DataFrame | None) -> str:
+    """Every verified row: predicted beside measured, the error, verified or not, the order."""
+    if verify is None:
+        return ('<p>Not verified on the cluster yet: <code>snakemake --cores 2 verify</code> with this config runs '
+                'the first methods and AR-SGD there (docs/plan.md).</p>')
+    rows = []
+    for _, r in verify.iterrows():
+        ok = r["status"] == "ok"
+        attrs = (f'data-method="{_e(r["method"])}" data-nodes="{int(r["nodes"])}" data-straggler="{_e(r["straggler"])}" '
+                 f'data-predicted-step-ms="{r["predicted_step_ms"]:.6g}"'
+                 + (f' data-measured-step-ms="{r["measured_step_ms"]:.6g}" data-error="{r["error"]:.6g}" '
+                    f'data-verified="{int(bool(r["verified"]))}"' if ok else ' data-verified="0"'))
+        verdict = (("<span class=\"verified\">verified</span>" if r["verified"] else
+                    "<span class=\"unverified\">not verified</span>") if ok else
+                   f'<span class="unverified">failed: {_e(r["reason"])}</span>')
+        rows.append(f'<tr {attrs}><td>{int(r["nodes"])}</td><td>{r["nic_gbps"]:g}</td><td class="m">{_e(r["straggler"])}</td>'
+                    f'<td class="m">{_e(r["method"])}</td><td>{int(r["plan_rank"])}</td><td>{r["predicted_step_ms"]:.1f}</td>'
+                    f'<td>{_fmt(r["measured_step_ms"], 4) if ok else ""}</td>'
+                    f'<td>{_pct(r["error"]) if ok else ""}</td><td class="m">{verdict}</td>'
+                    f'<td class="m note">{_e(r["order_measured"]) if ok else ""}'
+                    f'{"" if not ok or r["order_agrees_beyond_margin"] else " (order differs: " + _e(r["order_discordant"]) + ")"}'
+                    f'</td></tr>')
+    return (f'<p class="note">The plan\'s first methods and AR-SGD run on the cluster with the config\'s launcher '
+            f'(compute {_e(verify["compute"].iloc[0]) if len(verify) else ""}); measured step time as the predicted one '
+            f'(the workers\' throughput after the first steps); error: predicted / measured - 1. '
+            f'results/plan/&lt;name&gt;/verify.csv.</p>'
+            '<table id="verify-table"><tr><th>nodes</th><th>NIC Gbit/s</th><th>straggler</th><th>method</th>'
+            '<th>plan rank</th><th>predicted ms/step</th><th>measured ms/step</th><th>error</th><th></th>'
+            f'<th>measured order</th></tr>{"".join(rows)}</table>')
+
+
 def render(plan: dict[str, Any], rank: pd.DataFrame, grid: pd.DataFrame, sens: pd.DataFrame,
            costs: pd.DataFrame, not_ranked: dict[str, str], colour: Any, command: str,
-           failed: pd.DataFrame | None = None) -> str:
+           failed: pd.DataFrame | None = None, verify: pd.DataFrame | None = None) -> str:
     """The whole page (module docstring); ``failed``: points whose simulation failed (listed, with
-    why, never ranked)."""
+    why, never ranked); ``verify``: ``results/plan/<name>/verify.csv`` (:mod:`distrepro_wf.plan.verify`)."""
     net = plan["network"]
     mdl = plan["model"]
     model_txt = ", ".join(f"{k} {v}" for k, v in mdl.items())
@@ -162,9 +224,11 @@ Network: {_e(net.get('topology', 'star'))}, NICs {_e(', '.join(f'{g:g}' for g in
 <p class="note">Every time is the project's simulator (SimGrid, impls/sim), the same model of time as the
 report's simulated verdicts: one short simulation per point ({_e(plan.get('steps', 4))} steps, the first not
 counted). Made by <code>{_e(command)}</code>; the table: results/plan/{_e(plan['name'])}.csv.</p></section>
-<section id="ranking"><h2>Ranking: time per epoch (rank within each column)</h2>{ranking_tables(rank)}
+<section id="ranking"><h2>Ranking: time per epoch (rank within each column)</h2>{ranking_tables(rank, verify)}
 {f'<p>Not ranked (does not apply, or its simulation failed):</p><ul>{skipped}</ul>' if skipped else ''}
 <details><summary>Every column</summary>{details}</details></section>
+<section id="verify"><h2>Verified on the cluster: predicted vs measured step time</h2>
+{verify_section(verify)}</section>
 <section id="target"><h2>Time to target (the epochs you gave)</h2>{tta_html}</section>
 <section id="crossover"><h2>Crossover maps: the fastest method per compute per step and NIC rate</h2>
 <p class="note">No straggler; &#9733; marks your points; each cell: the fastest method, its simulated step time,

@@ -18,8 +18,11 @@ sidecar: hosts, world, transport, date, model size).  :func:`summarize` reads th
 * **step**: the median over ranks of each rank's step (ms), the model's fp32 size (MB).
 
 The file's ``platform`` is what a plan's ``network`` takes (``topology: star``, ``nic_gbps``,
-``latency_us``; ``nic_gbps`` is the NIC rate under which the simulator's lone flow, which gets
-:data:`impls.sim.platforms.BANDWIDTH_FACTOR` of its link, moves at the measured bandwidth);
+``latency_us``, ``overhead_us``; ``nic_gbps`` is the NIC rate under which the simulator's lone
+flow, which gets :data:`impls.sim.platforms.BANDWIDTH_FACTOR` of its link, moves at the
+measured bandwidth: the point-to-point one, or the largest all-reduce's bus bandwidth where
+that is lower, i.e. where the links carry less when every rank communicates at once, as in
+training: ``measured.nic_from`` says which);
 its ``profile`` what a plan's ``model`` takes (``step_ms``, ``model_mb``, ``batch``).  A plan
 names the file as ``plan.probe`` (:func:`load`; :func:`distrepro_wf.plan.config.with_probe`).
 """
@@ -77,18 +80,23 @@ def summarize(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], cluste
         raise ValueError("a probe needs all-reduce and point-to-point timings")
     # the slowest pair sets the cluster's figures (one NIC rate for every host on a star)
     bw = min(f["bandwidth_Bps"] for f in pairs.values())
+    # ... unless the links carried less when every rank communicated at once (the largest
+    # all-reduce's bus bandwidth: hosts whose transport shares a CPU, a PCIe bus or a switch)
+    busbw = ar[-1]["busbw_gbps"] * 1e9 / 8
+    rate, rate_from = (bw, "p2p") if bw <= busbw else (busbw, "all_reduce")
     lat = max(f["latency_s"] for f in pairs.values())
     ovh = max(f["overhead_s"] for f in pairs.values())
     steps = [float(r["seconds"]) * 1e3 for r in rows if r["kind"] == "step"]
     r6 = lambda x: float(f"{x:.6g}")  # noqa: E731
     return {
         "cluster": cluster,
-        "platform": {"topology": "star", "nic_gbps": r6(bw * 8 / 1e9 / BANDWIDTH_FACTOR),
+        "platform": {"topology": "star", "nic_gbps": r6(rate * 8 / 1e9 / BANDWIDTH_FACTOR),
                      "latency_us": r6(lat * 1e6), "overhead_us": r6(ovh * 1e6)},
         "profile": {"step_ms": r6(statistics.median(steps)), "model_mb": r6(float(meta["model_mb"])),
                     **({"batch": int(meta["batch"])} if meta.get("batch") else {})},
         "measured": {
             "p2p_bandwidth_gbps": r6(bw * 8 / 1e9),
+            "nic_from": rate_from,
             "all_reduce": [{k: r6(v) for k, v in a.items()} for a in ar],
             "p2p": {f"0-{peer}": {"latency_us": r6(f["latency_s"] * 1e6), "bandwidth_gbps": r6(f["bandwidth_Bps"] * 8e-9),
                                   "overhead_us": r6(f["overhead_s"] * 1e6),

@@ -266,8 +266,9 @@ class Algorithm:
         self.comm.pop_counters()
 
     def make_optimizer(self, params) -> LocalOptimizer:
-        """The workload's local optimizer, weight decay included (``optimizer_use: gradient``)."""
-        return build_optimizer(self.ctx.optim, params)[0]
+        """The workload's local optimizer, weight decay included (``optimizer_use: gradient``),
+        charging its steps to the communicator's clock."""
+        return build_optimizer(self.ctx.optim, params, clock=self.comm.clock)[0]
 
     def set_lr(self, lr: float) -> None:
         self.optimizer.lr = lr

@@ -131,7 +131,7 @@ class ADPSGD(Algorithm):
 
     def setup(self, model):
         self.model = model
-        self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())  # L2 added at x_hat
+        self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters(), self.comm.clock)  # L2 added at x_hat
         rank, world = self.ctx.rank, self.ctx.world
         self.broadcast_initial_state(model)
         if world > 1:  # passive ranks answer whoever asks first: a group that receives from any source
@@ -156,16 +156,19 @@ class ADPSGD(Algorithm):
         self.averages = self._read_at = 0
 
     # -- x_i <-> module parameters (caller holds the lock or the thread is not running) --
+    # AD-PSGD's own copies, charged where they run (op-cost model ``copy``): one pass out, two back
     @torch.no_grad()
     def _to_params(self) -> None:
         i = 0
         for p in self.params:
             p.copy_(self.x[i:i + p.numel()].view_as(p))
             i += p.numel()
+        self.comm.clock.charge_op("copy", self.x.numel() * self.x.element_size())
 
     @torch.no_grad()
     def _from_params(self) -> None:
         self.x.copy_(_flatten_dense_tensors([p.detach() for p in self.params]))
+        self.comm.clock.charge_op("copy", 2 * self.x.numel() * self.x.element_size())  # flatten, copy in
 
     # -- main thread -----------------------------------------------------------------
     @contextlib.contextmanager
@@ -180,7 +183,8 @@ class ADPSGD(Algorithm):
         yield
 
     def step(self, s: StepContext) -> dict[str, float]:
-        add_weight_decay(self.model, self.wd)  # the L2 term at x_hat, where g was taken (params hold x_hat)
+        # the L2 term at x_hat, where g was taken (params hold x_hat); charged by the helper
+        add_weight_decay(self.model, self.wd, self.comm.clock)
         with self._lock:  # 3. x_i -= lr * d(g(x_hat)), on the current x_i
             staleness = self.averages - self._read_at
             self._to_params()
@@ -261,7 +265,7 @@ class ADPSGD(Algorithm):
             with self._lock:  # x_a += (x_p - x_a_sent) / 2: keeps gradient steps taken meanwhile
                 self.x.add_(self._in[:n] - self._out[:n], alpha=0.5)
                 self.averages += 1
-                nb = n * self.x.element_size()  # op-cost model: the copy out, the difference and the add
+                nb = n * self.x.element_size()  # AD-PSGD's own pairwise average: the copy out, the difference, the add
                 self.comm.clock.charge_op("copy", nb)
                 self.comm.clock.charge_op("arith", 6 * nb)
             self._done.set()
@@ -281,7 +285,7 @@ class ADPSGD(Algorithm):
                 self._out[:n].copy_(self.x)
                 self.x.add_(self._in[:n]).mul_(0.5)
                 self.averages += 1
-                nb = n * self.x.element_size()  # op-cost model: the copy out, the add and the halving
+                nb = n * self.x.element_size()  # AD-PSGD's own pairwise average: the copy out, the add, the halving
                 self.comm.clock.charge_op("copy", nb)
                 self.comm.clock.charge_op("arith", 5 * nb)
             self.comm.send(self._out[:n], src)

@@ -115,7 +115,8 @@ class CompressedSGD(AllreduceSGD):  # shares allreduce_sgd's buffer broadcast; t
         layout = [p.numel() for p, _ in self.buckets.views]
         probe = build(self.cfg.compressor, "algorithm.compressor", layout=layout)
         seed = self.ctx.seed if probe.shared_seed else self.ctx.seed * 7919 + 104729 * (self.ctx.rank + 1)
-        self.compressor = build(self.cfg.compressor, "algorithm.compressor", seed=seed, layout=layout)
+        self.compressor = build(self.cfg.compressor, "algorithm.compressor", seed=seed, layout=layout,
+                                clock=self.comm.clock)  # it charges its own (de)compression
 
     def _gradient_buckets(self, model) -> GradientBuckets:
         return GradientBuckets(list(model.parameters()), float("inf"))  # 1: one flat buffer
@@ -126,7 +127,7 @@ class CompressedSGD(AllreduceSGD):  # shares allreduce_sgd's buffer broadcast; t
     def step(self, s: StepContext) -> dict[str, float]:
         world = self.ctx.world
         flat = self.buckets.flats[0]
-        parts = self.compressor.compress(flat)  # 2
+        parts = self.compressor.compress(flat)  # 2 (the compressor charges its work)
         msg = to_bytes(parts)
         gathered = [torch.empty_like(msg) for _ in range(world)]
         self.comm.all_gather(gathered, msg)  # 3
@@ -134,10 +135,9 @@ class CompressedSGD(AllreduceSGD):  # shares allreduce_sgd's buffer broadcast; t
         for m in gathered:  # 4
             total.add_(self.compressor.decompress(from_bytes(m, parts), flat.numel()))
         flat.copy_(total.div_(world))
-        nb, clock = flat.numel() * flat.element_size(), self.comm.clock  # op-cost model:
-        clock.charge_op("compress", (1 + world) * nb)  # one compress, one decompress per gathered message
-        clock.charge_op("arith", (3 * world + 2) * nb)  # their sum and the mean
-        clock.charge_op("copy", nb)
+        nb, clock = flat.numel() * flat.element_size(), self.comm.clock  # the method's own average:
+        clock.charge_op("arith", (3 * world + 2) * nb)  # n sums of 3 passes, the division (2)
+        clock.charge_op("copy", nb)  # into the gradient buffer
         self.set_lr(s.lr)
         self.optimizer.step()  # 5
         return {"compress/bytes": float(wire_bytes(parts)), "compress/ratio": wire_bytes(parts) / (4 * flat.numel())}

@@ -97,23 +97,24 @@ class D2(GossipAlgorithm):
 
     @torch.no_grad()
     def step(self, s: StepContext) -> dict[str, float]:
-        add_weight_decay(self.model, self.wd)  # 1
-        x = flat_params(self.model)
-        u = flat_grads(self.model).mul_(s.lr)
+        clock = self.comm.clock  # the helpers charge their own copies and arithmetic (op-cost model)
+        add_weight_decay(self.model, self.wd, clock)  # 1
+        x = flat_params(self.model, clock)
+        u = flat_grads(self.model, clock).mul_(s.lr)
+        nb = x.numel() * x.element_size()
+        # D^2's own arithmetic (charged here, as nothing else does it): u = lr g (2 passes), then
+        # h = x - u (3) on the first step, else h = 2x - x' - u + u' (2 + 3 x 3 passes)
+        clock.charge_op("arith", (2 + 3 if self.x_prev is None else 2 + 11) * nb)
         if self.x_prev is None:  # 2
             h = x - u
         else:
             h = x.mul(2).sub_(self.x_prev).sub_(u).add_(self.u_prev)
         self.x_prev, self.u_prev = x, u  # 3
-        clock, nb = self.comm.clock, x.numel() * x.element_size()
-        clock.charge_op("copy", 2 * nb)  # flatten x and the gradient (op-cost model)
-        clock.charge_op("arith", (2 if self.x_prev is None else 11) * nb)  # u = lr g; h (4 passes: 2x, -x', -u, +u')
         mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, h).wait()  # 4
         if self.lazy:
             mixed.add_(h).mul_(0.5)
-            clock.charge_op("arith", 5 * nb)
+            clock.charge_op("arith", 5 * nb)  # D^2's own: the lazy half-step (add 3, halve 2 passes)
         write_params(self.model, mixed)
-        clock.charge_op("copy", nb)
         return {}
 
     def epoch_end(self, epoch: int) -> dict[str, float]:

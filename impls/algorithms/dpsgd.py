@@ -54,7 +54,7 @@ from typing import Any
 
 from ..comm.flat import flat_params, write_params
 from ..comm import stepcost as sc
-from ..families.gossip import GossipAlgorithm, Round, add_weight_decay, start_round, topology_spec
+from ..families.gossip import GossipAlgorithm, Round, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
 
@@ -106,29 +106,25 @@ class DPSGD(GossipAlgorithm):
     @contextlib.contextmanager
     def computing(self, s: StepContext):
         if self.cfg.order == "mix_then_step":  # 1
-            self.pending = start_round(self.comm, self.graph, self.ctx.rank, s.step, flat_params(self.model))
+            self.pending = start_round(self.comm, self.graph, self.ctx.rank, s.step,
+                                       flat_params(self.model, self.comm.clock))
         yield
 
     def step(self, s: StepContext) -> dict[str, float]:
-        add_weight_decay(self.model, self.wd)  # 2
+        self.add_weight_decay()  # 2
         self.set_lr(s.lr)
+        clock = self.comm.clock  # the flatten and the write back charge their copies (impls.comm.flat)
         if self.cfg.order == "mix_then_step":
             if self.pending is None:
                 raise RuntimeError("dpsgd: step() without computing() (the exchange starts there)")
             write_params(self.model, self.pending.wait())  # 3
             self.pending = None
-            self._charge_copies()
             self.optimizer.step()  # 4
         else:
             self.optimizer.step()
-            mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, flat_params(self.model)).wait()
+            mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, flat_params(self.model, clock)).wait()
             write_params(self.model, mixed)
-            self._charge_copies()
         return {}
-
-    def _charge_copies(self) -> None:
-        """Flatten the parameters for the round, write the mixed ones back (op-cost model)."""
-        self.comm.clock.charge_op("copy", 2 * sum(p.numel() * p.element_size() for p in self.model.parameters()))
 
     def close(self) -> None:
         if self.pending is not None:

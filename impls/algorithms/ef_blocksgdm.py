@@ -110,10 +110,11 @@ class EFBlockSGDMConfig:
             raise ConfigError(f"{key}.block_size", "block 'size' needs block_size >= 1")
 
 
-def make_compressor(cfg: EFBlockSGDMConfig, layout: Sequence[int], seed: int = 0) -> Compressor:
-    """The blockwise scaled-sign compressor with error feedback (one per call site)."""
+def make_compressor(cfg: EFBlockSGDMConfig, layout: Sequence[int], seed: int = 0, clock=None) -> Compressor:
+    """The blockwise scaled-sign compressor with error feedback (one per call site), charging
+    its work (compression, decompression, the residual's add and subtract) to ``clock``."""
     return build({"name": "sign", "scale": "mean_abs", "block": cfg.block, "block_size": cfg.block_size,
-                  "error_feedback": True}, key="algorithm", seed=seed, layout=layout)
+                  "error_feedback": True}, key="algorithm", seed=seed, layout=layout, clock=clock)
 
 
 @register("ef_blocksgdm")
@@ -126,9 +127,17 @@ class EFBlockSGDM(ServerBase):
 
     @classmethod
     def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float:
-        """``C_n + 2 (alpha + o + n S / bw')``: the server's one NIC receives and sends ``n``
-        messages of ``S = B/32`` (packed signs), one phase after the other."""
-        return sc.server_round_s(p, cls.wire_share)
+        """``C_n + 2 (alpha + o + n S / bw') + ops``: the server's one NIC receives and sends ``n``
+        messages of ``S = B/32`` (packed signs), one phase after the other; ``ops``: the local work
+        every round waits for (:func:`impls.comm.stepcost.ops_s`, passes over the model, with the
+        L2 term and Nesterov): the worker's before its message leaves (flatten x and g: 2 copies;
+        L2, momentum, Nesterov, lr: 13 arith; compression with error feedback: 8 compress), the
+        server's aggregation before its reply leaves (``n`` decompressions and an EF compression:
+        ``n + 8`` compress; the sum and mean: ``3n + 2`` arith), the worker's after the reply (its
+        decompression and ``x -= Delta~``: 1 compress, 3 arith)."""
+        n = p.nodes
+        ops = sc.ops_s(p, arith=13 + (3 * n + 2) + 3, copy=2, compress=8 + (n + 8) + 1)
+        return sc.server_round_s(p, cls.wire_share) + ops
     supported_optimizers = {"sgd": {}}  # momentum, nesterov and weight decay are read, any value
     serve = ServerBase.serve_rounds  # 5, 6 (aggregate, after_replying below)
 
@@ -142,15 +151,22 @@ class EFBlockSGDM(ServerBase):
         super().setup(model)  # every rank, the server included, starts from rank 0's model
         layout = [p.numel() for p in model.parameters()]
         self.d = sum(layout)
-        self.ef = make_compressor(self.cfg, layout, self.ctx.seed)  # worker: e_i; server: e~
+        self.ef = make_compressor(self.cfg, layout, self.ctx.seed, self.comm.clock)  # worker: e_i; server: e~
         self.m = torch.zeros(self.d, device=self.ctx.device) if self.is_worker() else None
         if self.server is not None:
             self.server.compressor = self.ef  # e~ is checkpointed with the server's x
 
     @torch.no_grad()
     def step(self, s: StepContext) -> dict[str, float]:
-        x = flat_params(self.model)
-        g = flat_grads(self.model)
+        clock = self.comm.clock  # the flat helpers and self.ef charge their own work (op-cost model)
+        x = flat_params(self.model, clock)
+        g = flat_grads(self.model, clock)
+        nb = x.numel() * x.element_size()
+        # the method's own arithmetic, charged before the message leaves: the L2 term (3 passes),
+        # the momentum (2 + 3), the Nesterov step (3; heavy ball: a copy), the lr (2)
+        clock.charge_op("arith", ((3 if self.wd else 0) + 5 + (3 if self.nesterov else 0) + 2) * nb)
+        if not self.nesterov:
+            clock.charge_op("copy", nb)
         if self.wd:
             g.add_(x, alpha=self.wd)  # 1
         self.m.mul_(self.mu).add_(g)  # 2
@@ -158,10 +174,7 @@ class EFBlockSGDM(ServerBase):
         bufs = self.message_parts()
         self.exchange([self.ef.compress(p.mul_(s.lr))], [bufs])  # 3, 4 (e_i kept by self.ef)
         write_params(self.model, x.sub_(self.ef.decompress(bufs, self.d)))  # 7
-        nb, clock = 4 * self.d, self.comm.clock  # op-cost model: flatten x, g; write x back
-        clock.charge_op("copy", 3 * nb)
-        clock.charge_op("arith", 14 * nb)  # L2, momentum, the Nesterov step, lr, x -= update
-        clock.charge_op("compress", 8 * nb)  # compress (+ error feedback: 6 passes), decompress
+        clock.charge_op("arith", 3 * nb)  # the method's own x -= Delta~
         return {}
 
     # -- the server (ServerBase.serve_rounds) --------------------------------------------------
@@ -173,15 +186,14 @@ class EFBlockSGDM(ServerBase):
         total = torch.zeros(self.d, device=self.ctx.device)  # 5
         for parts in msgs:
             total.add_(self.ef.decompress(parts, self.d))
+        # the method's own arithmetic (its sum: 3 passes per message, the mean: 2), charged here,
+        # before the replies leave (so are self.ef's decompressions and its compression below)
+        self.comm.clock.charge_op("arith", (3 * len(msgs) + 2) * total.numel() * total.element_size())
         return self.ef.compress(total.div_(self.ctx.world))  # 6 (e~ kept by self.ef)
 
     @torch.no_grad()
     def after_replying(self, reply: list[torch.Tensor], lr: float) -> None:
-        self.server.x.detach().sub_(self.ef.decompress(reply, self.d))  # the server's copy follows the replicas
-        self.server.version += 1
-        W, nb, clock = self.ctx.world, 4 * self.d, self.comm.clock  # op-cost model: W decompressions and sums,
-        clock.charge_op("compress", (W + 8) * nb)  # one compression with error feedback, one decompress
-        clock.charge_op("arith", (3 * W + 5) * nb)
+        self.server.descend(self.ef.decompress(reply, self.d))  # the server's copy follows the replicas
 
     def worker_state(self) -> dict[str, Any]:
         return {"momentum": self.m.clone(), "compressor": self.ef.state_dict()}

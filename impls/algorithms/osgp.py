@@ -53,11 +53,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
-from ..comm.flat import flat_params, write_params
 from ..comm import stepcost as sc
-from ..families.gossip import GossipAlgorithm, Round, add_weight_decay, start_round, topology_spec
+from ..families.gossip import GossipAlgorithm, Round, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
 
@@ -91,36 +88,27 @@ class OSGP(GossipAlgorithm):
         age = 0
         while self.inflight and self.inflight[0][0] <= upto:
             sent, rnd = self.inflight.popleft()
-            for v in rnd.received():
-                self.x.add_(v[:-1])
-                self.w.add_(v[-1:])
-                self.comm.clock.charge_op("arith", 3 * v.numel() * v.element_size())  # x += v (op-cost model)
+            rnd.absorb_into(self.x, self.w)
             age = max(age, now - sent)
         return age
 
     def step(self, s: StepContext) -> dict[str, float]:
-        add_weight_decay(self.model, self.wd)  # 1
-        write_params(self.model, self.x)
+        self.add_weight_decay()  # 1
+        self.numerator_to_model()
         self.set_lr(s.lr)
         self.optimizer.step()
-        clock, nb = self.comm.clock, self.x.numel() * self.x.element_size()
-        clock.charge_op("copy", 3 * nb)  # write x into the model, flatten it, cat with w (op-cost model)
-        rnd = start_round(self.comm, self.graph, self.ctx.rank, s.step,
-                          torch.cat([flat_params(self.model), self.w]))  # 2
-        self.x, self.w = rnd.own[:-1].clone(), rnd.own[-1:].clone()
-        clock.charge_op("copy", nb)  # the kept share
+        rnd = start_round(self.comm, self.graph, self.ctx.rank, s.step, self.model_vector())  # 2
+        self.x, self.w = rnd.kept()
         self.inflight.append((s.step, rnd))
         age = self._absorb(s.step - self.cfg.tau, s.step)  # 3
-        write_params(self.model, self.x / self.w)  # 4
-        clock.charge_op("arith", 2 * nb)  # z = x / w
-        clock.charge_op("copy", nb)  # z into the model
+        self.debiased_to_model()  # 4
         return {"gossip/weight": float(self.w), "gossip/staleness": float(age)}
 
     def _flush(self) -> None:
         if self.inflight:
             last = self.inflight[-1][0]
             self._absorb(last, last + 1)
-        write_params(self.model, self.x / self.w)
+        self.debiased_to_model()
 
     def epoch_end(self, epoch: int) -> dict[str, float]:
         self._flush()

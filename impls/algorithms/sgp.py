@@ -53,11 +53,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
-from ..comm.flat import flat_params, write_params
 from ..comm import stepcost as sc
-from ..families.gossip import GossipAlgorithm, add_weight_decay, start_round, topology_spec
+from ..families.gossip import GossipAlgorithm, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
 
@@ -86,18 +83,14 @@ class SGP(GossipAlgorithm):
                 "sgp_2peer": {"topology": {"name": "exponential", "peers": 2}}}
 
     def step(self, s: StepContext) -> dict[str, float]:
-        add_weight_decay(self.model, self.wd)  # 1 (the parameters hold z)
-        write_params(self.model, self.x)  # 2: the optimizer steps the numerator
+        self.add_weight_decay()  # 1 (the parameters hold z)
+        self.numerator_to_model()  # 2: the optimizer steps the numerator
         self.set_lr(s.lr)
         self.optimizer.step()
-        vec = torch.cat([flat_params(self.model), self.w])
-        clock, nb = self.comm.clock, self.x.numel() * self.x.element_size()
-        clock.charge_op("copy", 3 * nb)  # write x into the model, flatten it, cat with w (op-cost model)
+        vec = self.model_vector()
         mixed = start_round(self.comm, self.graph, self.ctx.rank, s.step, vec).wait()  # 3: W of iteration s.step
         self.x, self.w = mixed[:-1], mixed[-1:].clone()
-        write_params(self.model, self.x / self.w)  # 4
-        clock.charge_op("arith", 2 * nb)  # z = x / w
-        clock.charge_op("copy", nb)  # z into the model
+        self.debiased_to_model()  # 4
         out = {"gossip/weight": float(self.w)}
         if self.cfg.log_mass:
             out["gossip/mass"] = float(self.x.double().sum())

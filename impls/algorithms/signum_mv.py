@@ -91,12 +91,22 @@ class SignumMVConfig:
     adversary_mode: str = field(default="invert", metadata={"choices": ("invert", "random")})
 
 
-def majority_vote(signs: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
-    """Packed signs of ``numel`` elements (bit 1 = ``+``) -> the packed vote, ties ``+``."""
+def majority_vote(signs: Sequence[torch.Tensor], numel: int, clock=None) -> torch.Tensor:
+    """Packed signs of ``numel`` elements (bit 1 = ``+``) -> the packed vote, ties ``+``.
+
+    ``clock``: the run's clock, charged the vote's work (op-cost model) where it happens, before
+    the vote can leave: per message an unpack (``compress``, a pass over ``4 numel`` bytes, as
+    a decompression) and a count (``arith``, 3 passes of the ``4 numel``-byte int32 counts),
+    then one pack of the result (``compress``, ``4 numel``)."""
     plus = torch.zeros(numel, dtype=torch.int32, device=signs[0].device)
     for s in signs:
         plus += unpack_bits(s, numel).to(torch.int32)
-    return pack_bits(2 * plus >= len(signs))  # sum of +-1 = 2 * plus - n >= 0
+    vote = pack_bits(2 * plus >= len(signs))  # sum of +-1 = 2 * plus - n >= 0
+    if clock is not None:
+        nb = numel * plus.element_size()
+        clock.charge_op("compress", (len(signs) + 1) * nb)
+        clock.charge_op("arith", 3 * len(signs) * nb)
+    return vote
 
 
 def byzantine(signs: torch.Tensor, numel: int, mode: str, seed: int, rank: int, step: int) -> torch.Tensor:
@@ -120,11 +130,16 @@ class SignumMV(ServerBase):
     def step_cost(cls, p: sc.Point, peers: int = 1, aggregation: str = "server", **opts) -> float:
         """``aggregation: server``: ``C_n + 2 (alpha + o + n S / bw')``, the server's one NIC
         receiving then sending ``n`` messages of ``S = B/32``; ``allgather``: ``C_n + (n-1)
-        m(B/32)``, a ring all-gather of the packed signs, each worker voting locally."""
+        m(B/32)``, a ring all-gather of the packed signs, each worker voting locally; both plus the
+        local work every step waits for (:func:`impls.comm.stepcost.ops_s`, below)."""
+        n = p.nodes  # + the local work every step waits for (impls.comm.stepcost.ops_s; beta > 0): the
+        # flatten (1 copy), the momentum (5 arith), sign + pack (1 compress); the vote (n unpacks and a pack,
+        # n counts of 3 passes); the vote's unpack (1 compress) and the update (6 arith)
+        ops = sc.ops_s(p, arith=5 + 3 * n + 6, copy=1, compress=1 + (n + 1) + 1)
         if aggregation == "allgather":
             return sc.sync_compute(p, p.nodes) + (p.nodes - 1) * sc.message_s(
-                p, p.model_bytes * cls.wire_share, 1.0 if p.rack_size else 0.0)
-        return sc.server_round_s(p, cls.wire_share)
+                p, p.model_bytes * cls.wire_share, 1.0 if p.rack_size else 0.0) + ops
+        return sc.server_round_s(p, cls.wire_share) + ops
     supported_optimizers = {"sgd": {"momentum": 0.0}}  # the momentum is beta, before the sign
     serve = ServerBase.serve_rounds  # 4, 5 (aggregate, while_replying below)
 
@@ -142,7 +157,8 @@ class SignumMV(ServerBase):
         super().setup(model)  # every rank, the server included, starts from rank 0's model
         self.sizes = [p.numel() for p in model.parameters()]
         self.d = sum(self.sizes)
-        self.sign = build({"name": "sign"}, key="algorithm", seed=self.ctx.seed, layout=self.sizes)
+        self.sign = build({"name": "sign"}, key="algorithm", seed=self.ctx.seed, layout=self.sizes,
+                          clock=self.comm.clock)  # it charges its own packing and unpacking
         self.wd = self.ctx.optim.weight_decay
         self.m: torch.Tensor | None = None
         # what step 5 updates: a worker's model, the server's copy x (ServerBase)
@@ -152,24 +168,23 @@ class SignumMV(ServerBase):
 
     @torch.no_grad()
     def _apply(self, vote: torch.Tensor, lr: float) -> None:
-        v = self.sign.decompress([vote], self.d)  # 5
+        v = self.sign.decompress([vote], self.d)  # 5 (charged by the compressor)
         for p, u in zip(self.params, v.split(self.sizes)):
             p.sub_(u.view_as(p).add_(p, alpha=self.wd), alpha=lr)
-        self.comm.clock.charge_op("compress", 4 * self.d)  # unpack the vote (op-cost model)
-        self.comm.clock.charge_op("arith", 6 * 4 * self.d)  # u + wd p, p -= lr u
+        self.comm.clock.charge_op("arith", 6 * v.numel() * v.element_size())  # Signum's own: u + wd p, p -= lr u
 
     @torch.no_grad()
     def step(self, s: StepContext) -> dict[str, float]:
-        g = flat_grads(self.model)  # 1
+        g = flat_grads(self.model, self.comm.clock)  # 1 (a copy, charged by the helper)
         beta = self.cfg.beta
         if beta == 0:
             m = g
-        else:  # 2
-            self.m = g.mul_(1 - beta) if self.m is None else self.m.mul_(beta).add_(g, alpha=1 - beta)
+        else:  # 2; Signum's own arithmetic, charged here: the momentum, 5 passes (the first: 2)
+            first = self.m is None
+            self.m = g.mul_(1 - beta) if first else self.m.mul_(beta).add_(g, alpha=1 - beta)
             m = self.m
-        (signs,) = self.sign.compress(m)  # 3
-        self.comm.clock.charge_op("compress", 4 * self.d)  # op-cost model: sign + pack
-        self.comm.clock.charge_op("arith", (0 if beta == 0 else 5) * 4 * self.d)  # the momentum
+            self.comm.clock.charge_op("arith", (2 if first else 5) * m.numel() * m.element_size())
+        (signs,) = self.sign.compress(m)  # 3 (sign and pack, charged by the compressor)
         if self.byzantine:
             signs = byzantine(signs, self.d, self.cfg.adversary_mode, self.ctx.seed, self.ctx.rank, s.step)
         if self.cfg.aggregation == "server":  # 4
@@ -178,7 +193,7 @@ class SignumMV(ServerBase):
         else:
             bufs = [self.sign.empty(self.d, self.ctx.device)[0] for _ in range(self.ctx.world)]
             self.comm.all_gather(bufs, signs)
-            vote = majority_vote(bufs, self.d)
+            vote = majority_vote(bufs, self.d, self.comm.clock)
         self._apply(vote, s.lr)
         return {}
 
@@ -187,7 +202,7 @@ class SignumMV(ServerBase):
         return self.sign.empty(self.d, self.ctx.device)
 
     def aggregate(self, msgs: list[list[torch.Tensor]], lr: float) -> list[torch.Tensor]:
-        return [majority_vote([s for (s,) in msgs], self.d)]  # 4
+        return [majority_vote([s for (s,) in msgs], self.d, self.comm.clock)]  # 4, charged before the vote leaves
 
     @torch.no_grad()
     def while_replying(self, reply: list[torch.Tensor], lr: float) -> None:

@@ -128,25 +128,32 @@ class SVRG(Algorithm):
             with torch.enable_grad(), self.comm.clock.compute(self.model, batch):
                 closure()
             k = _rows(batch)
-            acc[:-1].add_(flat_grads(self.model), alpha=k)
+            g = flat_grads(self.model, self.comm.clock)  # a copy, charged by the helper
+            acc[:-1].add_(g, alpha=k)
+            self.comm.clock.charge_op("arith", 3 * g.numel() * g.element_size())  # SVRG's own: the sum
             acc[-1] += k
             self.evals += k
         self.comm.all_reduce(acc)
         self.mu = acc[:-1] / acc[-1]
 
     def step(self, s: StepContext) -> dict[str, float]:
-        g_x = flat_grads(self.model)  # 2: grad f_I(x_t), from the runtime's backward
-        x = flat_params(self.model)
+        clock = self.comm.clock  # the flat helpers charge their copies (op-cost model)
+        g_x = flat_grads(self.model, clock)  # 2: grad f_I(x_t), from the runtime's backward
+        x = flat_params(self.model, clock)
         write_params(self.model, self.y)
-        with self.comm.clock.compute(self.model, s.batch):
+        with clock.compute(self.model, s.batch):
             s.closure()  # grad f_I(y_k) on the same batch
-        d = g_x.sub_(flat_grads(self.model))
+        d = g_x.sub_(flat_grads(self.model, clock))
+        nb = d.numel() * d.element_size()
+        clock.charge_op("arith", 3 * nb)  # SVRG's own arithmetic: the difference, before it is sent
         self.comm.all_reduce(d)
         if self.ctx.world > 1:
             d.div_(self.ctx.world)
         x.sub_(d.add_(self.mu), alpha=s.lr)
         write_params(self.model, x)
         self.total.add_(x)
+        # SVRG's own arithmetic after the all-reduce: the mean (2 passes), + mu (3), x -= lr d (3), the sum (3)
+        clock.charge_op("arith", ((2 if self.ctx.world > 1 else 0) + 9) * nb)
         self.t += 1
         self.evals += 2 * _rows(s.batch)
         return {}

@@ -1,7 +1,9 @@
 """Flat views of a model's tensors, shared by every method that moves them as one vector.
 
 * :func:`flat_params`, :func:`write_params`, :func:`flat_grads`: the parameters (or
-  gradients) as one contiguous vector, in ``model.parameters()`` order, and back.
+  gradients) as one contiguous vector, in ``model.parameters()`` order (one copy, charged to
+  ``clock`` when the caller passes the run's: op kind ``copy``), and back (no copy: the
+  parameters become views of the vector).
 * :class:`GradientBuckets`: gradients that live in flat buckets of about ``bucket_mb``
   megabytes (reverse parameter order, as DDP builds them), each ``p.grad`` a view into
   its bucket, so backward writes straight into the buffer a collective sends (DDP's
@@ -26,12 +28,24 @@ from torch import nn
 from .stepcost import ddp_buckets
 
 
-def flat_params(model: nn.Module) -> torch.Tensor:
-    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+def _copied(clock, vec: torch.Tensor) -> None:
+    if clock is not None:  # one copy of the vector's bytes (op-cost model, impls.sim.opcost)
+        clock.charge_op("copy", vec.numel() * vec.element_size())
+
+
+@torch.no_grad()
+def flat_params(model: nn.Module, clock=None) -> torch.Tensor:
+    """The parameters as one new vector (one copy; ``clock``: the run's clock, charged a ``copy``)."""
+    vec = torch.nn.utils.parameters_to_vector(model.parameters())  # a new tensor: cat copies
+    _copied(clock, vec)
+    return vec
 
 
 @torch.no_grad()
 def write_params(model: nn.Module, vec: torch.Tensor) -> None:
+    """``vec`` into the parameters: no copy, nothing to charge (each parameter's data becomes a
+    view of ``vec``, ``torch.nn.utils.vector_to_parameters``; later in-place updates of the
+    parameters write into ``vec``)."""
     torch.nn.utils.vector_to_parameters(vec, model.parameters())
 
 
@@ -79,9 +93,13 @@ class BufferVector:
                 b.copy_(part.clone().view(b.dtype).view_as(b))  # clone: storage aligned for the dtype
 
 
-def flat_grads(model: nn.Module) -> torch.Tensor:
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                      for p in model.parameters()])
+def flat_grads(model: nn.Module, clock=None) -> torch.Tensor:
+    """The gradients as one new vector, zeros for a parameter without one (one copy; ``clock``:
+    charged a ``copy``)."""
+    vec = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                     for p in model.parameters()])
+    _copied(clock, vec)
+    return vec
 
 
 class GradientBuckets:

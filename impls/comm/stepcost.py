@@ -46,12 +46,24 @@ class Point:
     rack_size: int = 0  # shared_hpc: nodes per rack (0: one switch)
     stage_bandwidth: float = math.inf  # host <-> device staging of a message (bytes/s; opcost stage_gbps)
     apply_s: float = 0.0  # a parameter server's optimizer apply of one model-sized gradient (s)
+    #: the op-cost model's bandwidths (bytes/s, :mod:`impls.sim.opcost`: ``mem_gbps``, ``copy_gbps``,
+    #: ``compress_gbps`` x 1e9); inf: free, as under a ``fixed`` profile that sets none (:func:`ops_s`)
+    mem_bandwidth: float = math.inf
+    copy_bandwidth: float = math.inf
+    compress_bandwidth: float = math.inf
     #: the model's parameter sizes (bytes) in the order the backward pass completes them, where the
     #: profile knows them (``profile.model_layout``: the paper model's); (): not known
     layout: tuple[int, ...] = ()
 
     def with_(self, **kw: Any) -> "Point":
         return replace(self, **kw)
+
+
+def ops_s(p: Point, arith: float = 0.0, copy: float = 0.0, compress: float = 0.0) -> float:
+    """Local work on a step's critical path, in passes over one model's bytes ``B``, as the
+    simulated clock charges it (:mod:`impls.sim.opcost`): ``B (arith / mem + copy / copy_bw +
+    compress / compress_bw)`` (``arith`` counts ``optim`` passes too: the same bandwidth)."""
+    return p.model_bytes * (arith / p.mem_bandwidth + copy / p.copy_bandwidth + compress / p.compress_bandwidth)
 
 
 def ring_allreduce_s(n: int, nbytes: float, alpha: float, bw: float) -> float:

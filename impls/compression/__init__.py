@@ -10,7 +10,8 @@ selects it, and ``error_feedback: true`` in that mapping wraps it in :class:`Err
 The protocol, for a flat fp32 vector ``x`` of ``numel`` elements (an algorithm flattens its
 gradient or momentum, :mod:`impls.comm.flat`)::
 
-    c = build({"name": "sign", "scale": "mean_abs"}, seed=run_seed, layout=[p.numel() for p in params])
+    c = build({"name": "sign", "scale": "mean_abs"}, seed=run_seed, layout=[p.numel() for p in params],
+              clock=comm.clock)   # the run's clock: c charges its own work (below)
     parts = c.compress(x)               # list of tensors, what goes on the wire (uint8 bits, fp32 scales, ...)
     y = c.decompress(parts, numel)      # flat fp32 vector of numel elements: the receiver's view of x
     c.wire(numel)                       # [(shape, dtype), ...] of the parts: receive buffers, all_gather
@@ -20,6 +21,14 @@ Every part's shape depends on ``numel`` (and the config) only, never on the valu
 receiver can allocate its buffers before the data arrives and collectives (``all_gather``)
 see equal shapes on every rank.  ``layout`` is the per-layer sizes of the flat vector, for
 compressors that work per layer (blockwise scales).
+
+A compressor file implements ``encode`` and ``decode``; the base class's ``compress`` and
+``decompress`` call them and charge the work to the clock the compressor was built with
+(:class:`impls.sim.charging.Charging`; op-cost kind ``compress``, :mod:`impls.sim.opcost`): one
+pass over the fp32 vector each, ``4 numel`` bytes (the ``compress`` bandwidth is the rate of a
+whole compression, sign extraction and packing included).  :class:`ErrorFeedback` charges its
+add and subtract of the residual besides (``3 x 4 numel`` bytes each: two vectors read, one
+written), so a method never charges a compressor's work by hand.
 
 Stateful compressors (error feedback's memory, DGC's momentum, a seeded RNG) checkpoint their
 state with ``state_dict`` / ``load_state_dict``; an algorithm puts it in its own state dict.
@@ -46,6 +55,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
 
+from ..sim.charging import Charging
 from ..config.dataclass_config import from_dict
 from ..registry import Registry
 
@@ -189,8 +199,9 @@ def wire_bytes(parts: Sequence[torch.Tensor]) -> int:
     return sum(p.numel() * p.element_size() for p in parts)
 
 
-class Compressor:
-    """Base class; see the module docstring for the protocol."""
+class Compressor(Charging):
+    """Base class; see the module docstring for the protocol.  A compressor file implements
+    ``encode`` / ``decode``; :meth:`compress` / :meth:`decompress` run them and charge them."""
 
     Config: ClassVar[type]
     #: True when the receiver regenerates random choices from the seed (``randomk``'s indices):
@@ -207,9 +218,21 @@ class Compressor:
         raise NotImplementedError
 
     def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
-        raise NotImplementedError
+        """The parts of ``x`` on the wire; charges one ``compress`` pass over ``x``."""
+        parts = self.encode(x)
+        self.charge("compress", x.numel() * x.element_size())
+        return parts
 
     def decompress(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
+        """The receiver's flat vector of ``numel`` elements; charges one ``compress`` pass over it."""
+        y = self.decode(parts, numel)
+        self.charge("compress", y.numel() * y.element_size())
+        return y
+
+    def encode(self, x: torch.Tensor) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+    def decode(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
         raise NotImplementedError
 
     def empty(self, numel: int, device: torch.device | str = "cpu") -> list[torch.Tensor]:
@@ -231,7 +254,11 @@ class ErrorFeedback(Compressor):
         y = x + e;  parts = C(y);  e = y - D(parts)
 
     so nothing is lost, only delayed: the decompressed transmissions plus the final memory
-    sum to the inputs (tested).  The memory is this call site's state (``state_dict``)."""
+    sum to the inputs (tested).  The memory is this call site's state (``state_dict``).
+
+    Its cost (charged here, besides the inner compressor's own ``C`` and ``D``): the add
+    ``x + e`` (none on the first call, when there is no memory yet) and the subtract
+    ``y - D(parts)``, 3 passes of the vector's bytes each, as ``compress`` work."""
 
     def __init__(self, inner: Compressor):
         super().__init__(inner.cfg, inner.seed, inner.layout)
@@ -242,10 +269,18 @@ class ErrorFeedback(Compressor):
     def wire(self, numel: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
         return self.inner.wire(numel)
 
+    def bind_clock(self, clock):
+        self.inner.bind_clock(clock)
+        return super().bind_clock(clock)
+
     def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
+        nb = x.numel() * x.element_size()
         y = x if self.memory is None else x + self.memory
+        if self.memory is not None:
+            self.charge("compress", 3 * nb)  # y = x + e: reads x and e, writes y
         parts = self.inner.compress(y)
         self.memory = y - self.inner.decompress(parts, y.numel())
+        self.charge("compress", 3 * nb)  # e = y - D(parts): reads both, writes e
         return parts
 
     def decompress(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
@@ -265,9 +300,10 @@ def load_all() -> Registry:
 
 
 def build(spec: Mapping[str, Any], key: str = "compressor", seed: int = 0,
-          layout: Sequence[int] | None = None) -> Compressor:
+          layout: Sequence[int] | None = None, clock: Any = None) -> Compressor:
     """A compressor from ``{name, error_feedback?, <hyperparameters>}``; unknown names or keys
-    raise :class:`~impls.errors.ConfigError` naming ``key`` and the allowed values."""
+    raise :class:`~impls.errors.ConfigError` naming ``key`` and the allowed values.  ``clock``:
+    the run's clock, which the compressor charges its work to (None: nothing charged)."""
     from ..errors import ConfigError
 
     spec = dict(spec)
@@ -281,4 +317,4 @@ def build(spec: Mapping[str, Any], key: str = "compressor", seed: int = 0,
     except ConfigError as e:  # the registry names its own key; name the caller's
         raise ConfigError(f"{key}.name", str(e).split(": ", 1)[1]) from None
     c = cls(from_dict(cls.Config, spec, key), seed=seed, layout=layout)
-    return ErrorFeedback(c) if ef else c
+    return (ErrorFeedback(c) if ef else c).bind_clock(clock)

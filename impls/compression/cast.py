@@ -39,10 +39,10 @@ class Cast(Compressor):
     def wire(self, numel: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
         return [((numel,), DTYPES[self.cfg.dtype])]
 
-    def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def encode(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = x.reshape(-1)
         dtype = DTYPES[self.cfg.dtype]
         return [x.to(dtype) if x.dtype != dtype else x.clone()]
 
-    def decompress(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
+    def decode(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
         return parts[0].reshape(-1)[:numel].float()

@@ -71,7 +71,7 @@ class DGC(Compressor):
         k = self.k(numel)
         return [((k,), torch.float32), ((k,), torch.int32)]
 
-    def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def encode(self, x: torch.Tensor) -> list[torch.Tensor]:
         g = x.reshape(-1).float()
         if self.u is None:
             self.u, self.v = torch.zeros_like(g), torch.zeros_like(g)
@@ -84,7 +84,7 @@ class DGC(Compressor):
         self.steps += 1
         return parts
 
-    def decompress(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
+    def decode(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
         return scatter(parts, numel)
 
     def state_dict(self) -> dict[str, Any]:

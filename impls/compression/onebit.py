@@ -53,7 +53,7 @@ class OneBit(Compressor):
         nb = len(self.cfg.sizes(numel, self.layout))
         return [((-(-numel // 8),), torch.uint8), ((2 * nb,), torch.float32)]
 
-    def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def encode(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = x.reshape(-1).float()
         nb, ids = self._ids(x.numel(), x.device)
         pos = x >= 0
@@ -64,7 +64,7 @@ class OneBit(Compressor):
             means[row] = total / count.clamp_min(1)
         return [pack_bits(pos), means.t().reshape(-1).contiguous()]
 
-    def decompress(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
+    def decode(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
         nb, ids = self._ids(numel, parts[1].device)
         means = parts[1].view(nb, 2)
         return torch.where(unpack_bits(parts[0], numel), means[ids, 0], means[ids, 1])

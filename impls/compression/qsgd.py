@@ -67,7 +67,7 @@ class QSGD(Compressor):
         padded = torch.cat([x, x.new_zeros((-x.numel()) % B)]).view(-1, B)  # zeros change neither norm
         return padded.norm(dim=1) if self.cfg.norm == "l2" else padded.abs().amax(dim=1)
 
-    def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def encode(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = x.reshape(-1).float()
         s = self.cfg.levels
         norms = self._norms(x)
@@ -79,7 +79,7 @@ class QSGD(Compressor):
         level = (low + (u < r - low).float()).clamp_(max=s).to(torch.int64)
         return [norms, pack_bits(x < 0), pack_codes(level, code_bits(s))]
 
-    def decompress(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
+    def decode(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
         norms, signs, codes = parts
         level = unpack_codes(codes, code_bits(self.cfg.levels), numel).float()
         sign = 1 - 2 * unpack_bits(signs, numel).float()

@@ -61,13 +61,13 @@ class RandomK(Compressor):
     def wire(self, numel: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
         return [((self.k(numel),), torch.float32)]
 
-    def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def encode(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = x.reshape(-1)
         idx = self.indices(self.rounds, x.numel(), x.device)
         self.rounds += 1
         return [x[idx].float()]
 
-    def decompress(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
+    def decode(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
         idx = self.indices(max(self.rounds - 1, 0), numel, parts[0].device)
         out = torch.zeros(numel, dtype=torch.float32, device=parts[0].device)
         out[idx] = parts[0] * (numel / idx.numel()) if self.cfg.unbiased else parts[0]

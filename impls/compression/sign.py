@@ -60,14 +60,14 @@ class Sign(Compressor):
             parts.append(((len(self.blocks(numel)),), torch.float32))
         return parts
 
-    def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def encode(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = x.reshape(-1)
         parts = [pack_bits(x >= 0)]
         if self.cfg.scale == "mean_abs":
             parts.append(torch.stack([b.abs().mean() for b in x.split(self.blocks(x.numel()))]).float())
         return parts
 
-    def decompress(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
+    def decode(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
         s = unpack_bits(parts[0], numel).float().mul_(2).sub_(1)
         if self.cfg.scale == "mean_abs":
             sizes = torch.tensor(self.blocks(numel), device=s.device)

@@ -68,7 +68,7 @@ class TernGrad(Compressor):
     def wire(self, numel: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
         return [((len(self.blocks(numel)),), torch.float32), ((2 * -(-numel // 8),), torch.uint8)]
 
-    def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def encode(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = x.reshape(-1).float()
         if self.cfg.clip > 0 and x.numel() > 1:
             c = self.cfg.clip * x.std(correction=0).item()  # population sigma (docstring)
@@ -83,7 +83,7 @@ class TernGrad(Compressor):
         code = nonzero.to(torch.int64) + 2 * (nonzero & (x < 0)).to(torch.int64)
         return [scales, pack_codes(code, 2)]
 
-    def decompress(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
+    def decode(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
         code = unpack_codes(parts[1], 2, numel)
         t = (code & 1).float() * (1 - (code >> 1).float() * 2)
         return t.mul_(torch.repeat_interleave(parts[0], torch.tensor(self.blocks(numel), device=t.device)))

@@ -52,9 +52,9 @@ class TopK(Compressor):
         k = self.k(numel)
         return [((k,), torch.float32), ((k,), torch.int32)]
 
-    def compress(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def encode(self, x: torch.Tensor) -> list[torch.Tensor]:
         x = x.reshape(-1)
         return top_k(x, self.k(x.numel()))
 
-    def decompress(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
+    def decode(self, parts: Sequence[torch.Tensor], numel: int) -> torch.Tensor:
         return scatter(parts, numel)

@@ -33,7 +33,7 @@ from torch import nn
 
 from ..comm.communicator import Communicator, Handle, nbytes
 from ..errors import ConfigError
-from ..comm.flat import flat_params
+from ..comm.flat import flat_params, write_params
 from ..optim import LocalOptimizer, build_optimizer
 from ..protocol import Algorithm
 from ..comm.topology import TOPOLOGIES, Graph, build_topology, period_spectral_gap
@@ -58,6 +58,21 @@ class Round:
         """The in-peers' scaled vectors, in increasing source rank (waits for them)."""
         self._finish()
         return [self._recv[s] for s in sorted(self._recv)]
+
+    def absorb_into(self, x: torch.Tensor, w: torch.Tensor) -> None:
+        """``[x, w] += v`` for every received ``v`` (overlap SGP's late mixing; waits for them).
+        Charged: 3 passes of the vector's bytes per ``v`` (``arith``)."""
+        for v in self.received():
+            x.add_(v[:-1])
+            w.add_(v[-1:])
+            if self.clock is not None:
+                self.clock.charge_op("arith", 3 * nbytes(v))
+
+    def kept(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Copies of this rank's own share ``[x, w]`` (what it keeps); charged one ``copy``."""
+        if self.clock is not None:
+            self.clock.charge_op("copy", nbytes(self.own))
+        return self.own[:-1].clone(), self.own[-1:].clone()
 
     def wait(self) -> torch.Tensor:
         """``(W v)_rank``: own share plus the received shares, summed in source order."""
@@ -131,12 +146,17 @@ def _period_gap(spec_json: str, world: int) -> float:
 
 
 @torch.no_grad()
-def add_weight_decay(model: nn.Module, wd: float) -> None:
-    """``g += wd * p`` at the current parameters (where the gradient was computed)."""
+def add_weight_decay(model: nn.Module, wd: float, clock=None) -> None:
+    """``g += wd * p`` at the current parameters (where the gradient was computed); ``clock``:
+    charged 3 passes of the parameters' bytes (``arith``: reads g and p, writes g)."""
     if wd:
+        nb = 0
         for p in model.parameters():
             if p.grad is not None:
                 p.grad.add_(p, alpha=wd)
+                nb += p.numel() * p.element_size()
+        if clock is not None:
+            clock.charge_op("arith", 3 * nb)
 
 
 @torch.no_grad()
@@ -148,7 +168,7 @@ def perturb(model: nn.Module, spread: float, seed: int, rank: int) -> None:
             p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device), alpha=spread)
 
 
-def local_sgd(optim_cfg, params) -> tuple[LocalOptimizer, float]:
+def local_sgd(optim_cfg, params, clock=None) -> tuple[LocalOptimizer, float]:
     """The workload's local optimizer without its coupled weight decay, and that weight decay.
 
     Gossip methods apply the optimizer to a vector other than the one the gradient
@@ -156,7 +176,7 @@ def local_sgd(optim_cfg, params) -> tuple[LocalOptimizer, float]:
     term belongs to the gradient's point: :func:`add_weight_decay` adds it there.
     (A decoupled decay, adamw's, stays in the optimizer: see :mod:`impls.optim`.)
     """
-    return build_optimizer(optim_cfg, params, l2_outside=True)
+    return build_optimizer(optim_cfg, params, l2_outside=True, clock=clock)
 
 
 class GossipAlgorithm(Algorithm):
@@ -179,12 +199,36 @@ class GossipAlgorithm(Algorithm):
         if self.optimizer_use == "owns":  # the method applies lr and the L2 term itself
             self.optimizer, self.wd = None, self.ctx.optim.weight_decay
         else:
-            self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters())
+            self.optimizer, self.wd = local_sgd(self.ctx.optim, model.parameters(), self.comm.clock)
         self.broadcast_initial_state(model)
         perturb(model, self.cfg.init_spread, self.ctx.seed, self.ctx.rank)
         if self.pushsum:
             self.x = flat_params(model)
             self.w = torch.ones(1, dtype=self.x.dtype, device=self.x.device)
+
+    # -- the PushSum vectors, each charging its own copies and arithmetic (op-cost model) --
+    def add_weight_decay(self) -> None:
+        """The L2 term at the parameters the gradient was taken at (:func:`add_weight_decay`)."""
+        add_weight_decay(self.model, self.wd, self.comm.clock)
+
+    def numerator_to_model(self) -> None:
+        """``x`` into the model (the optimizer steps the numerator): no copy, the parameters
+        become views of ``x`` (:func:`impls.comm.flat.write_params`)."""
+        write_params(self.model, self.x)
+
+    def model_vector(self) -> torch.Tensor:
+        """``[the model's parameters, w]``, the vector a PushSum round mixes: the flatten and
+        the ``cat``, one ``copy`` each."""
+        vec = torch.cat([flat_params(self.model, self.comm.clock), self.w])
+        self.comm.clock.charge_op("copy", nbytes(vec))
+        return vec
+
+    def debiased_to_model(self) -> None:
+        """``z = x / w`` into the model: the division (2 passes, ``arith``; the parameters become
+        views of ``z``, no copy)."""
+        z = self.x / self.w
+        self.comm.clock.charge_op("arith", 2 * nbytes(z))
+        write_params(self.model, z)
 
     def _spectral_gap(self) -> float:
         """The metric ``gossip/spectral_gap``: of one period of the graph (once per process)."""

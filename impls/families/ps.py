@@ -62,6 +62,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..sim.charging import Charging
 from ..errors import ConfigError
 from ..comm.flat import flat_grads, flat_params, write_params
 from ..optim import build_optimizer
@@ -82,8 +83,9 @@ class Shards:
 
     ``first``: the rank of server 0 (= the number of workers)."""
 
-    def __init__(self, model: nn.Module, servers: int, first: int):
+    def __init__(self, model: nn.Module, servers: int, first: int, clock=None):
         self.model, self.servers, self.first = model, servers, first
+        self.clock = clock  # the worker's flatten of its gradient and cat of the replies: a copy each
         self.d = sum(p.numel() for p in model.parameters())
         self.dtype = next(model.parameters()).dtype  # messages in the parameters' dtype (float64: finite_sum)
         self.bounds = shard_bounds(self.d, servers)
@@ -95,7 +97,7 @@ class Shards:
     # -- worker side ---------------------------------------------------------------------
     def grads(self) -> list[torch.Tensor]:
         """This step's gradient, one part per server."""
-        g = flat_grads(self.model)
+        g = flat_grads(self.model, self.clock)
         return [g[lo:hi] for lo, hi in self.bounds]
 
     def message(self, j: int, body: torch.Tensor | None, header: list[float]) -> torch.Tensor:
@@ -114,15 +116,22 @@ class Shards:
 
     def write(self, parts: list[torch.Tensor]) -> None:
         """Write every server's part of the parameters into the model."""
-        write_params(self.model, torch.cat(parts))
+        vec = torch.cat(parts)
+        if self.clock is not None:  # the cat is a copy (writing it into the model is not)
+            self.clock.charge_op("copy", vec.numel() * vec.element_size())
+        write_params(self.model, vec)
 
 
-class ServerShard:
+class ServerShard(Charging):
     """One server's state: its range of the parameters ``x`` (a view into the server's flat
     copy), its version (updates applied), the workload's optimizer on ``x`` (``optimizer``:
     False when the method owns the update) and a server-side compressor (``compressor``, set
     by the method: e.g. an error-feedback memory).  :meth:`state_dict` is the one form in
-    which every server method checkpoints its server."""
+    which every server method checkpoints its server.
+
+    Bound to the server rank's clock, it charges its own work (:class:`impls.sim.charging.Charging`):
+    :meth:`apply`'s weighted gradient (``arith``; the optimizer's step charges ``optim``
+    itself), :meth:`descend`'s subtraction."""
 
     def __init__(self, algo, shards: Shards, j: int, workers: int, optimizer: bool = True):
         self.shards, self.j, self.W = shards, j, workers
@@ -131,11 +140,11 @@ class ServerShard:
         self.x = nn.Parameter(self.flat[self.lo: self.hi])
         # the L2 term is added here, once per gradient a push sums: per-push servers must not
         # decay W times per round (a decoupled decay, AdamW's, stays in the optimizer)
-        self.optimizer, self.wd = (build_optimizer(algo.ctx.optim, [self.x], l2_outside=True) if optimizer
-                                   else (None, 0.0))
+        self.optimizer, self.wd = (build_optimizer(algo.ctx.optim, [self.x], l2_outside=True,
+                                                   clock=algo.comm.clock) if optimizer else (None, 0.0))
         self.compressor = None
         self.version = 0
-        self.clock = algo.comm.clock  # the apply's cost (op-cost model of a simulated clock)
+        self.bind_clock(algo.comm.clock)
 
     def apply(self, g: torch.Tensor, lr: float, weight: float, k: float = 1.0) -> None:
         """One optimizer step with gradient ``weight * (g + k wd x)``: ``g`` is this shard's
@@ -144,9 +153,16 @@ class ServerShard:
         self.optimizer.lr = lr
         self.optimizer.step()
         self.version += 1
-        nb = g.numel() * g.element_size()
-        self.clock.charge_op("arith", (6 if self.wd else 3) * nb)  # the weighted gradient (+ L2 term)
-        self.clock.charge_op("optim", getattr(self.optimizer, "bytes_touched", 5) * nb)
+        # the weighted gradient (+ the L2 term): 3 (6) passes; the optimizer's step charged itself
+        self.charge("arith", (6 if self.wd else 3) * g.numel() * g.element_size())
+
+    @torch.no_grad()
+    def descend(self, delta: torch.Tensor) -> None:
+        """``x -= delta`` (a method that owns the update and sends its step, ``ef_blocksgdm``:
+        the server's copy follows the replicas); one version more.  Charged: 3 passes (``arith``)."""
+        self.x.detach().sub_(delta)
+        self.version += 1
+        self.charge("arith", 3 * delta.numel() * delta.element_size())
 
     def params(self) -> torch.Tensor:
         return self.x.detach().clone()
@@ -202,7 +218,7 @@ class ServerBase(Algorithm):
         self.model = model
         self.broadcast_initial_state(model)
         n = self.server_ranks(self.cfg)
-        self.shards = Shards(model, n, self.ctx.world) if n else None
+        self.shards = Shards(model, n, self.ctx.world, self.comm.clock) if n else None
         self.server = None if self.is_worker() else ServerShard(
             self, self.shards, self.ctx.rank - self.ctx.world, self.ctx.world, optimizer=self.optimizer_use != "owns")
 

@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Iterable, Mapping
 
 import torch
 
+from ..sim.charging import Charging
 from ..config.dataclass_config import from_dict
 from ..errors import ConfigError
 from ..registry import Registry
@@ -45,11 +46,19 @@ register = OPTIMIZERS.register
 _KEY = "workload.optimizer"
 
 
-class LocalOptimizer:
+class LocalOptimizer(Charging):
     """What every local optimizer offers the algorithms: ``params``, a settable ``lr``,
-    ``step()`` on the parameters' ``.grad``, and checkpoint state."""
+    ``step()`` on the parameters' ``.grad``, and checkpoint state.
+
+    Each ``step()`` charges itself to the clock it was built with (:func:`build_optimizer`'s
+    ``clock``; op-cost kind ``optim``, :mod:`impls.sim.opcost`) when it ends
+    (:meth:`charge_step`): ``bytes_touched`` times its parameters' bytes, one memory-bound
+    pass over the parameters, gradients and state (SGD with momentum reads p, g, m and writes
+    p, m: 5)."""
 
     Config: ClassVar[type]
+    #: bytes touched per parameter byte and step (the op-cost model's ``optim`` charge)
+    bytes_touched: ClassVar[float] = 5
     #: weight decay applied to the parameters rather than added to the gradient
     decoupled_weight_decay: ClassVar[bool] = False
     params: list[torch.nn.Parameter]
@@ -61,6 +70,10 @@ class LocalOptimizer:
 
     def step(self) -> None:
         raise NotImplementedError
+
+    def charge_step(self) -> None:
+        """Called by ``step()`` when the update is done: charge it (``optim``)."""
+        self.charge("optim", self.bytes_touched * sum(p.numel() * p.element_size() for p in self.params))
 
     def state_dict(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -78,17 +91,18 @@ def optimizer_config(spec: Mapping[str, Any] | None, key: str = _KEY) -> Any:
 
 
 def build_optimizer(cfg: Any, params: Iterable[torch.nn.Parameter],
-                    l2_outside: bool = False) -> tuple[LocalOptimizer, float]:
+                    l2_outside: bool = False, clock: Any = None) -> tuple[LocalOptimizer, float]:
     """``(optimizer, weight decay left to the caller)`` for the config ``cfg``.
 
     ``l2_outside``: the caller adds a coupled L2 term to the gradient itself (see the
     module docstring); the returned coefficient is then the optimizer's, else 0.
+    ``clock``: the run's clock, which each step charges itself to (None: nothing charged).
     """
     cls = OPTIMIZERS.get(cfg.name)
     wd = cfg.weight_decay
     if l2_outside and not cls.decoupled_weight_decay:
-        return cls.from_config(cfg, params, 0.0), wd
-    return cls.from_config(cfg, params, wd), 0.0
+        return cls.from_config(cfg, params, 0.0).bind_clock(clock), wd
+    return cls.from_config(cfg, params, wd).bind_clock(clock), 0.0
 
 
 def check_composition(algorithm: str, supported: Mapping[str, Mapping[str, Any]] | None, cfg: Any) -> None:

@@ -75,6 +75,7 @@ class Adam(LocalOptimizer):
             v.mul_(self.beta2).addcmul_(g, g, value=1 - self.beta2)
             denom = (v.sqrt() / bc2_sqrt).add_(self.eps)  # 3
             p.addcdiv_(m, denom, value=-(self.lr / bc1))
+        self.charge_step()
 
     def state_dict(self) -> dict[str, Any]:
         clone = lambda xs: [None if x is None else x.clone() for x in xs]  # noqa: E731

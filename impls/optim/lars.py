@@ -41,6 +41,7 @@ class LARSConfig:
 
 @register("lars")
 class LARS(LocalOptimizer):
+    bytes_touched = 7  # per parameter byte and step: the norms read w, g; reads w, g, v; writes v, w (op-cost model)
     Config = LARSConfig
 
     def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, momentum: float = 0.9,
@@ -72,6 +73,7 @@ class LARS(LocalOptimizer):
                 self.buffers[i] = torch.zeros_like(w)
             v = self.buffers[i].mul_(self.momentum).add_(d, alpha=self.lr * local)
             w.sub_(v)  # 3
+        self.charge_step()
 
     def state_dict(self) -> dict[str, Any]:
         return {"lr": self.lr, "buffers": [None if b is None else b.clone() for b in self.buffers]}

@@ -48,6 +48,8 @@ class SGD(LocalOptimizer):
             raise ValueError("Nesterov momentum needs momentum > 0")
         self.params = [p for p in params if p.requires_grad]
         self.lr, self.momentum, self.nesterov, self.weight_decay = lr, momentum, nesterov, weight_decay
+        # per parameter byte and step (op-cost model): reads p, g (and m), writes p (and m)
+        self.bytes_touched = 5 if momentum else 3
         self.buffers: list[torch.Tensor | None] = [None] * len(self.params)
 
     @classmethod
@@ -71,6 +73,7 @@ class SGD(LocalOptimizer):
                     buf.mul_(self.momentum).add_(d)
                 d = d.add(buf, alpha=self.momentum) if self.nesterov else buf
             p.add_(d, alpha=-self.lr)
+        self.charge_step()
 
     def state_dict(self) -> dict[str, Any]:
         return {"lr": self.lr, "buffers": [None if b is None else b.clone() for b in self.buffers]}

@@ -67,25 +67,6 @@ def _seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _charge_optimizer(algo, clock, model_bytes: int) -> None:
-    """Charge each local optimizer update to the clock as an ``optim`` op: one memory-bound
-    pass over the parameters, the gradient and the optimizer's state (SGD with momentum
-    reads p, g, m and writes p, m: 5 x the parameter bytes; the optimizer's
-    ``bytes_touched`` says its own).  A no-op on the wall clock (the update's real time is
-    spent); on a simulated one the op-cost model's time (:mod:`impls.sim.opcost`)."""
-    opt = getattr(algo, "optimizer", None)
-    if opt is None:
-        return
-    step, touched = opt.step, getattr(opt, "bytes_touched", 5) * model_bytes
-
-    def charged(*a, **k):
-        out = step(*a, **k)
-        clock.charge_op("optim", touched)
-        return out
-
-    opt.step = charged
-
-
 def _clock(run: RunConfig, backend: Backend, clock: Clock | None) -> Clock:
     """The run's clock: the one given (a simulated rank's), a charged one for real ranks under a
     fixed profile (:class:`~impls.backends.ChargedClock`), else the wall clock."""
@@ -156,7 +137,6 @@ def train(raw: dict[str, Any], out_dir: str | os.PathLike, ckpt_dir: str | os.Pa
                                workers, run.seed)
     algo = res.algorithm_cls(res.algorithm, Context(rank, workers, comm, res.optim, run.seed, device, tuple(roles)))
     algo.setup(model)
-    _charge_optimizer(algo, clock, model_bytes)
     _write_run_files(Path(out_dir), raw, backend, roles, device, clock, model_bytes)
     _run_rank(RunContext(res, algo, model, task, comm, backend, wgroup, straggler, rank, workers, device,
                          Path(out_dir), Path(ckpt_dir) if ckpt_dir and run.checkpoint else None, config_hash(raw),

@@ -5,11 +5,15 @@ A real node pays for more than its compute and its messages: the gossip arithmet
 (mixing, PushSum's weights, D^2's extrapolation), the optimizer's update, the parameter
 server's apply, flatten / unflatten and buffer copies, moving a communication buffer
 between the device and host memory, compression / decompression / packing / error
-feedback, and the transport's software overhead per message.  Algorithms declare each
-such operation where it happens, with the number of bytes it touches
-(``clock.charge_op(kind, nbytes)``, :class:`impls.backends.Clock`: a no-op on the wall
-clock, where the operation's real time is simply spent), and the simulated clock
-charges it to the host as
+feedback, and the transport's software overhead per message.  Each operation is charged
+where it happens, with the number of bytes it touches (``clock.charge_op(kind, nbytes)``,
+:class:`impls.backends.Clock`: a no-op on the wall clock, where the operation's real time is
+simply spent), by the part that does it: compressors and error feedback, local optimizers,
+the parameter server's shard, the majority vote, gossip's mixing and PushSum vectors, the flat
+helpers and the communicator charge themselves (:class:`impls.sim.charging.Charging`, bound to the
+run's clock by their factories); a method's file charges only its own arithmetic
+(``docs/simulated-platform.md``, "Who charges what").  The simulated clock charges it to the
+host as
 
     seconds = nbytes_touched x wire_scale / bandwidth[kind]      (msg: msg_us per message)
 

@@ -119,7 +119,10 @@ configuration with a closed form of its own name (``signum_mv_allgather``),
 
 What it leaves out: the other op costs of :mod:`impls.sim.opcost` (arithmetic, copies,
 compression; the simulation charges them, the closed form does not: they are a few % of a paper
-step), TCP slow start beyond the platform's latency factor, and flow contention other than the
+step), except where a method's round waits for them and its ``step_cost`` counts them in passes
+over the model (``ef_blocksgdm``, ``signum_mv``: the server's aggregation and the workers'
+compression, :func:`impls.comm.stepcost.ops_s`, free unless the point sets its op bandwidths),
+TCP slow start beyond the platform's latency factor, and flow contention other than the
 rack uplinks of ``shared_hpc`` (``uplink_flows``).  A method whose class declares no ``step_cost`` has no
 closed form (None).
 """

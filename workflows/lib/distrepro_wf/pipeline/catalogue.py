@@ -78,6 +78,9 @@ EPOCH: dict[str, EpochMetric] = {
     "server/staleness_mean": EpochMetric("mean", bounds=NONNEG),
     "server/staleness_max": EpochMetric("max", bounds=NONNEG),
     "server/pushes": EpochMetric("mean", bounds=NONNEG),
+    # a simulated server's op costs per kind (its aggregation, apply, optimizer, compression), the
+    # busiest server's: its records carry them as a worker's do (impls/runtime/server.py)
+    **{f"server/{k}_s": EpochMetric("max", bounds=NONNEG) for k in ("arith", "optim", "copy", "stage", "compress")},
 }
 #: per-epoch columns derived over ranks from another key: the worst rank's accuracy, and the
 #: mean rank's times (the time breakdown: EPOCH's maxima of its parts need not add up)

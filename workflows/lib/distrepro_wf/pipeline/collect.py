@@ -54,7 +54,8 @@ KEYS = ["experiment", "method", "nodes", "straggler", "seed"]
 #: the server ranks' epoch keys behind EPOCH's ``server/`` columns
 SERVER_KEYS = {"server/bytes_sent": "comm/bytes_sent", "server/bytes_recv": "comm/bytes_recv",
                "server/staleness_mean": "ps/staleness_mean", "server/staleness_max": "ps/staleness_max",
-               "server/pushes": "ps/pushes"}
+               "server/pushes": "ps/pushes",
+               **{f"server/{k}_s": f"time/{k}_s" for k in ("arith", "optim", "copy", "stage", "compress")}}
 FAILED_COLS = KEYS + ["kind", "reason", "returncode", "log", "attempt_dir"]
 SERIES_COLS = ["step", "epoch_f", "time/wall_s"]  # an evaluation point's place; then its EVAL_KEYS
 
@@ -96,7 +97,8 @@ def _read_metrics(run_dir: Path, nodes: int) -> list[dict]:
 def _server_epochs(run_dir: Path, workers: int) -> pd.DataFrame | None:
     """Per epoch, the server ranks' values as ``server/...`` columns (:data:`EPOCH`'s
     ``server/`` keys: bytes summed over servers; the parameter-server modes' staleness and
-    pushes, which every server sees alike, averaged; the largest staleness, the maximum)."""
+    pushes, which every server sees alike, averaged; the largest staleness, the maximum; a
+    simulated server's op costs per kind, the busiest server's)."""
     files = [p for p in (run_dir / "metrics").glob("rank*.jsonl") if int(p.stem[4:]) >= workers]
     if not files:
         return None

@@ -3,14 +3,16 @@
 # chromium-driver when missing), then run the whole test suite (unit, multi-process gloo,
 # workflow tiers).
 #
-#   bash scripts/test.sh              everything; the Slurm test beside the rest (below)
+#   bash scripts/test.sh              everything; the Slurm test and the study configs beside the rest (below)
 #   bash scripts/test.sh ARGS...      python -m pytest -q ARGS... (one process, as given)
 #
 # The Slurm test (tests/test_slurm.py, ~3-4 min) spends about half its time waiting: on
-# Slurm's scheduling and on Snakemake's status polling of its jobs.  On a 2-core CI machine
-# that is the largest idle stretch of the suite, so with no arguments it runs as a second
-# pytest process beside the others (own temporary directory; its report is printed after
-# theirs), and the suite fails if either fails.
+# Slurm's scheduling and on Snakemake's status polling of its jobs; much of the main suite
+# waits too (charged clocks sleeping, shaped links, process start-up), with one core idle.
+# So with no arguments a second pytest process runs beside the main one: the Slurm test, then
+# the study configs' real runs (tests/test_study_configs.py, the suite's longest file), in its
+# own temporary directory; its report is printed after the main one's, and the suite fails if
+# either fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -21,15 +23,16 @@ if [ $# -gt 0 ]; then
   exec python -m pytest -q "$@"
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/distrepro-tests.XXXXXX")
-python -m pytest -q -p no:cacheprovider -m slurm --basetemp "$tmp/slurm" tests/test_slurm.py >"$tmp/slurm.log" 2>&1 &
-slurm=$!
-trap 'kill "$slurm" 2>/dev/null || true' INT TERM
+python -m pytest -q -p no:cacheprovider --basetemp "$tmp/beside" tests/test_slurm.py tests/test_study_configs.py \
+  >"$tmp/beside.log" 2>&1 &
+beside=$!
+trap 'kill "$beside" 2>/dev/null || true' INT TERM
 rc=0
-python -m pytest -q -m "not slurm" --basetemp "$tmp/main" || rc=$?
+python -m pytest -q -m "not slurm" --ignore=tests/test_study_configs.py --basetemp "$tmp/main" || rc=$?
 src=0
-wait "$slurm" || src=$?
-echo "---- tests/test_slurm.py (run beside the others) ----"
-cat "$tmp/slurm.log"
+wait "$beside" || src=$?
+echo "---- tests/test_slurm.py and tests/test_study_configs.py (run beside the others) ----"
+cat "$tmp/beside.log"
 rm -rf "$tmp"
 # pytest's 5: no test collected (not a failure of the other part)
 [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || exit "$rc"

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from distrepro_wf.plan import checks as plan_checks
 from distrepro_wf.plan import config as wfplan
 from distrepro_wf.plan import config as pconfig
 from distrepro_wf.plan import table
@@ -56,12 +57,12 @@ def _with(path: str, value):
 ])
 def test_a_bad_plan_is_refused_naming_the_key(path, value, key, says):
     with pytest.raises(ConfigError) as e:
-        wfplan.validate(_with(path, value))
+        plan_checks.validate(_with(path, value))
     assert e.value.key == key and says in str(e.value), str(e.value)
 
 
 def test_a_good_plan_expands_into_points_and_a_plan_config_needs_no_experiments():
-    assert wfplan.validate(copy.deepcopy(TINY)) == []
+    assert plan_checks.validate(copy.deepcopy(TINY)) == []
     pts = pconfig.points(TINY)
     # 2 methods x 2 NICs at 100 ms (ranking) + the crossover's 50 ms column (100 ms is shared)
     assert len(pts) == 2 * 2 + 2 * 2 and len(set(pts)) == len(pts)

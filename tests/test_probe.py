@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from distrepro_wf.plan import checks as plan_checks
 from distrepro_wf.plan import config as wfplan
 from distrepro_wf.plan import probe
 from impls.errors import ConfigError
@@ -110,7 +111,7 @@ def test_a_plan_takes_its_platform_and_profile_from_a_probe(tmp_path):
     out, doc = _probe_file(tmp_path)
     cfg = copy.deepcopy(PLAN)
     cfg["plan"]["probe"] = str(out)
-    wfplan.validate(cfg)
+    plan_checks.validate(cfg)
     plan = cfg["plan"]
     # the per-message overhead (30 us) is charged to each message's sender, the rest of the 38 us to the wire
     assert plan["network"] == {"nic_gbps": [doc["platform"]["nic_gbps"]], "latency_us": pytest.approx(8.0),
@@ -123,7 +124,7 @@ def test_a_plan_takes_its_platform_and_profile_from_a_probe(tmp_path):
     cfg = copy.deepcopy(PLAN)
     cfg["plan"].update(probe=str(out), network={"nic_gbps": [10, 25]})
     cfg["plan"]["model"]["step_ms"] = 180
-    wfplan.validate(cfg)
+    plan_checks.validate(cfg)
     assert cfg["plan"]["network"]["nic_gbps"] == [10, 25] and cfg["plan"]["model"]["step_ms"] == 180
 
 
@@ -135,14 +136,14 @@ def test_a_missing_probe_or_network_is_refused_naming_the_key(change, key, says)
     cfg = copy.deepcopy(PLAN)
     cfg["plan"].update(change)
     with pytest.raises(ConfigError) as e:
-        wfplan.validate(cfg)
+        plan_checks.validate(cfg)
     assert e.value.key == key and says in str(e.value), str(e.value)
 
 
 def test_a_bad_probe_section_is_refused_naming_the_key():
     bad = {"probe": {"cluster": "lab", "workload": {"dataset": {"name": "digits"}, "modle": {}}}}
     with pytest.raises(ConfigError) as e:
-        wfplan.validate(bad)
+        plan_checks.validate(bad)
     assert e.value.key.startswith("probe.workload"), str(e.value)
 
 
@@ -165,7 +166,7 @@ def test_a_real_two_rank_probe_writes_a_file_a_plan_validates_with(tmp_path):
     assert [a["bytes"] for a in doc["measured"]["all_reduce"]] == [1000.0, 100000.0]
     plan = copy.deepcopy(PLAN)
     plan["plan"]["probe"] = str(out)
-    wfplan.validate(plan)
+    plan_checks.validate(plan)
     assert plan["plan"]["network"]["nic_gbps"] == [doc["platform"]["nic_gbps"]]
     # and the plan runs on it, as the user writes it (the probe's path relative to the working directory)
     plan = copy.deepcopy(PLAN)

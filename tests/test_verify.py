@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from distrepro_wf.plan import checks as plan_checks
 from distrepro_wf.plan import config as wfplan
 from distrepro_wf.plan import verify
 from impls.errors import ConfigError
@@ -53,7 +54,7 @@ def _with(path: str, value):
 ])
 def test_a_bad_verify_section_is_refused_naming_the_key(path, value, key, says):
     with pytest.raises(ConfigError) as e:
-        wfplan.validate(_with(path, value))
+        plan_checks.validate(_with(path, value))
     assert e.value.key.startswith(key) and says in str(e.value), str(e.value)
 
 
@@ -110,7 +111,7 @@ def test_the_table_gives_the_error_the_verdict_and_the_order():
 
 def test_a_verify_run_is_the_plans_method_on_real_ranks_with_its_compute_charged():
     cfg = copy.deepcopy(CFG)
-    wfplan.validate(cfg)
+    plan_checks.validate(cfg)
     v = verify.settings(cfg)
     run = verify.run_config(cfg, v, "dpsgd", 2, "none", "gloo")
     assert run["backend"] == "gloo" and run["profile"] == {"name": "fixed", "step_ms": 30.0}
@@ -181,7 +182,7 @@ def test_a_probed_plan_verifies_the_probes_workload_at_the_measured_rate(tmp_pat
     cfg["plan"]["model"] = {"epoch_samples": 1000, "step_ms": 30}
     cfg["plan"]["probe"] = str(probe)
     cfg["verify"].pop("workload")
-    wfplan.validate(cfg)
+    plan_checks.validate(cfg)
     v = verify.settings(cfg)
     assert v["workload"] == WORKLOAD and v["nic_gbps"] == 0.1 and v["baseline"] == "allreduce_sgd"
     run = verify.run_config(cfg, v, "allreduce_sgd", 2, "none", "gloo")

@@ -13,7 +13,7 @@ from distrepro_wf.pipeline import collect as wfcollect
 from distrepro_wf.pipeline import config as wfconfig
 from distrepro_wf.pipeline import launch as wflaunch
 from distrepro_wf.pipeline import studies as wfstudies
-from distrepro_wf.plan import config as wfplan
+from distrepro_wf.plan import checks as wfplan
 from distrepro_wf.report import plots as wfplots
 from distrepro_wf.pipeline.runs import launch_retry_token
 from distrepro_wf.pipeline.timing import append_pipeline_row

@@ -96,7 +96,7 @@ rule plan:
 # One job: a launch group per verified node count, run one after another (execute_group).
 VERIFY = None
 if PLAN and ("verify" in config or VERIFY_TARGETED):
-    try:  # a verify: section is checked with the config (plan_config.validate); its defaults need no section
+    try:  # a verify: section is checked with the config (plan.checks.validate); its defaults need no section
         VERIFY = plan_verify.settings(config)
     except ConfigError as e:
         raise WorkflowError(f"invalid configuration: {e}") from None

@@ -45,6 +45,8 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from ..pipeline.ordering import discordant, order  # noqa: F401  (order: part of this module's API)
+
 from impls.errors import ConfigError
 
 from . import simbench
@@ -168,24 +170,6 @@ def worker_step_ms(out: str | os.PathLike, workers: int, warmup: int, key: str =
     """Mean of ``key`` over every worker's steps after its first ``warmup``, ms."""
     steps = simbench.step_times(out, key)
     return statistics.fmean(simbench.after_warmup(steps, warmup, range(workers))) * 1e3
-
-
-def order(times: Mapping[str, float]) -> list[str]:
-    """Methods fastest first (ties by name)."""
-    return sorted(times, key=lambda m: (times[m], m))
-
-
-def discordant(real: Mapping[str, float], sim: Mapping[str, float], margin: float) -> list[tuple[str, str]]:
-    """Pairs (a, b), a faster on real ranks, that the simulator orders the other way, both
-    sides separating them by more than ``margin`` (relative): the order disagreements that
-    are not ties (the simulator times several methods identically, e.g. SGP with one peer
-    and the ring at 2 ranks, and noise then orders them at random)."""
-    out = []
-    for a in order(real):
-        for b in order(real):
-            if real[a] < real[b] and real[b] > (1 + margin) * real[a] and sim[a] > (1 + margin) * sim[b]:
-                out.append((a, b))
-    return out
 
 
 def table(real: Mapping[tuple, Mapping[str, float]], sim: Mapping[tuple, Mapping[str, float]],

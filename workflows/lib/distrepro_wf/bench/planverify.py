@@ -126,6 +126,7 @@ def _launch_runs(tb, members: Mapping[str, Mapping[str, Any]], workdir: Path, lo
 
 def run_rate(spec: Mapping[str, Any], rate: float, workdir: Path, log: Path) -> pd.DataFrame:
     """Probe, plan and verify at one bandwidth (module docstring); verify.csv's rows."""
+    from ..plan import checks as pchecks
     from ..plan import config as pconfig
     from ..plan import jobs, probe, table, verify
     from . import netns
@@ -142,7 +143,7 @@ def run_rate(spec: Mapping[str, Any], rate: float, workdir: Path, log: Path) -> 
                           extra={"workload": spec["workload"]})
         logging.info("probe %g Mbit/s: %s", rate, probe_figures(doc))
         cfg = plan_config(spec, rate, str((workdir / f"probe_{rate:g}.yaml").resolve()))
-        pconfig.validate(cfg)
+        pchecks.validate(cfg)
         plan = cfg["plan"]
         with contextlib.chdir(workdir):  # the plan's and verify's run directories: results/plan/<name>/
             parts = [jobs.run_group(jobs.group(cfg, hosts, k), Path(f"results/plan/{plan['name']}/n{hosts}.p{k}.csv"),

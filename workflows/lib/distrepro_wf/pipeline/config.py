@@ -318,7 +318,7 @@ def _error_key(config: dict[str, Any], run: Run, key: str) -> str:
 def validate(config: dict[str, Any]) -> list[Run]:
     """Check everything of the experiments before any job runs; return the expanded runs (none
     for a config without experiments).  The sections of the layers above are theirs to check:
-    ``plan`` and ``probe`` by :func:`distrepro_wf.plan.config.validate` (which calls this first),
+    ``plan`` and ``probe`` by :func:`distrepro_wf.plan.checks.validate` (which calls this first),
     an experiment's ``figures`` by the report's registry,
     :func:`distrepro_wf.report.plots.experiment_figures`; the Snakefile asks both,
     ``workflows/rules/common.smk``."""

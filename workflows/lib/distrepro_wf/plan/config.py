@@ -246,26 +246,6 @@ def with_probe(plan: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def validate(config: dict[str, Any]) -> list:
-    """The whole config checked before any job: the experiments (the pipeline's
-    :func:`~distrepro_wf.pipeline.config.validate`, whose expanded runs this returns), then the
-    ``plan`` section (:func:`check`), the ``verify`` section (:func:`distrepro_wf.plan.verify.settings`)
-    and the ``probe`` section (:func:`distrepro_wf.plan.probe.settings`).  Raises :class:`ConfigError` naming the key."""
-    from ..pipeline.config import validate as validate_experiments
-    from .probe import settings as probe_settings
-
-    runs = validate_experiments(config)
-    if "plan" in config:
-        check(config)
-    if "verify" in config:
-        from .verify import settings as verify_settings
-
-        verify_settings(config)
-    if "probe" in config:
-        probe_settings(config["probe"])
-    return runs
-
-
 def check(config: dict[str, Any]) -> None:
     """Refuse (ConfigError naming the key) what the schema cannot check; see the module docstring.
     A method named in ``plan.methods`` that does not apply is an error; a default one is left out

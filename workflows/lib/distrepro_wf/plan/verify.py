@@ -20,7 +20,7 @@ workers' combined throughput after the first ``warmup_steps``), so the two mean 
 per step, ``error`` (predicted / measured - 1), ``verified`` (``|error| <= tolerance``), and per
 cell whether the methods' order agrees (``order_agrees``) and whether it does beyond ties
 (``order_agrees_beyond_margin``: no pair both sides separate by more than ``order_margin`` is
-ordered oppositely; :func:`distrepro_wf.bench.netnsbench.discordant`).  The plan's page
+ordered oppositely; :func:`distrepro_wf.pipeline.ordering.discordant`).  The plan's page
 (:mod:`distrepro_wf.plan.page`) shows the measured column and marks a verified row.
 """
 
@@ -164,7 +164,7 @@ def table(rows: pd.DataFrame, meas: Mapping[tuple[int, str, str], Mapping[str, A
           ) -> pd.DataFrame:
     """``verify.csv`` (:data:`COLUMNS`): ``rows`` (:func:`chosen`) with ``meas`` ((nodes, straggler,
     method) -> :func:`measured`'s dict, or a failure's ``status``/``reason``) beside them."""
-    from ..bench.netnsbench import discordant, order
+    from ..pipeline.ordering import discordant, order
 
     tol, margin = float(v["tolerance"]), float(v["order_margin"])
     out = []

@@ -13,9 +13,14 @@ Each setting is simulated as the sensitivity sweep does (:mod:`distrepro_wf.clai
 run's time per epoch, over 2 short epochs, per step) and compared with the closed form at the
 workflow's nominal point of the same platform and profile
 (:func:`distrepro_wf.claims.sensitivity.nominal_point`), the overlap set as the method runs
-(1 for AR-SGD with ``overlap_backward``, its default; 0 without).  4 nodes on ``ethernet_10g``,
-100 MB messages: every method communication-bound against 40 ms of compute, so the overlap and
-the straggler both matter.  About 10 s of CPU."""
+(1 for AR-SGD with ``overlap_backward``, its default; 0 without).  4 nodes on ``ethernet_10g`` at
+line rate (``msg_efficiency`` 1), 100 MB messages: every method communication-bound against 40 ms
+of compute, so the overlap and the straggler both matter.  About 10 s of CPU.
+
+At the preset's nominal efficiency (0.456) OSGP with a 4x straggler is communication-bound too
+(a 190 ms exchange against 160 ms of compute), and there its closed form, ``max(C_2, m(B))``,
+misses: the simulation takes 0.27 s a step, 0.19 closed-form (1.21x at a 2x straggler, exact
+without one).  Kept as a strict xfail until OSGP's closed form models it."""
 
 from __future__ import annotations
 
@@ -53,13 +58,16 @@ SETTINGS = [  # (id, algorithm entry, nodes, profile, straggler factor)
 ]
 
 
+ETH = {"name": "ethernet_10g", "msg_efficiency": 1.0}  # at line rate (the settings above)
+
+
 def _straggler(f: float) -> str:
     return f"slow1x{f:g}" if f > 1 else "none"
 
 
-def closed_form_step(algo: dict, nodes: int, profile, f: float) -> float:
+def closed_form_step(algo: dict, nodes: int, profile, f: float, platform=ETH) -> float:
     """The closed form's step at the workflow's nominal point of the setting."""
-    config = {"experiments": {"x": {"backend": "simgrid", "platform": "ethernet_10g", "profile": profile}}}
+    config = {"experiments": {"x": {"backend": "simgrid", "platform": platform, "profile": profile}}}
     p = sens.nominal_point(config, "x", nodes, _straggler(f))
     spec = {"algorithm": algo}
     name, peers = cf.method_algorithm(spec, algo["name"])
@@ -67,12 +75,12 @@ def closed_form_step(algo: dict, nodes: int, profile, f: float) -> float:
     return cf.step_s(name, p.with_(overlap=overlap), peers, **cf.method_options(spec))
 
 
-def simulated_step(tmp, algo: dict, nodes: int, profile, f: float) -> float:
+def simulated_step(tmp, algo: dict, nodes: int, profile, f: float, platform=ETH) -> float:
     """The simulated time per epoch of a short run (as the sweep reads it) per step of every
     worker (the tiny workload's epoch at 16 nodes is 5 steps; AD-PSGD's shared epoch splits its
     steps unevenly between the workers)."""
     straggler = {"kind": "fixed", "ranks": [-1], "factor": f} if f > 1 else {"kind": "none"}
-    cfg = make_config(algo, nodes, backend="simgrid", platform="ethernet_10g", profile=profile,
+    cfg = make_config(algo, nodes, backend="simgrid", platform=platform, profile=profile,
                       workload={"epochs": EPOCHS, "evals_per_epoch": 1, "max_steps_per_epoch": STEPS},
                       straggler_name=_straggler(f), straggler=straggler)
     (tmp / "cfg.json").write_text(json.dumps(cfg))
@@ -87,4 +95,13 @@ def simulated_step(tmp, algo: dict, nodes: int, profile, f: float) -> float:
 def test_closed_form_agrees_with_a_short_simulation(tmp_path, algo, nodes, profile, f):
     want = closed_form_step(algo, nodes, profile, f)
     got = simulated_step(tmp_path, algo, nodes, profile, f)
+    assert got == pytest.approx(want, rel=0.10), (got, want)
+
+
+@pytest.mark.xfail(strict=True, reason="OSGP's closed form max(C_2, m(B)) misses a straggler when the exchange "
+                                       "is longer than the compute (module docstring)")
+def test_osgp_communication_bound_with_a_straggler(tmp_path):
+    algo = {"name": "osgp", **GOSSIP1}
+    want = closed_form_step(algo, 4, FIXED, 4, "ethernet_10g")
+    got = simulated_step(tmp_path, algo, 4, FIXED, 4, "ethernet_10g")
     assert got == pytest.approx(want, rel=0.10), (got, want)

@@ -2,7 +2,7 @@
 :mod:`impls.sim.profiles`): their sizes and their points in the backward pass come from the paper
 model's parameters in backward order (torchvision's ResNet-50, built on the meta device), not from
 the stand-in MLP's (85 % of its bytes in the layer backward reaches last).  Numbers written out
-here; simulated constants as in ``tests/test_sim_time.py`` (``ethernet_10g``: alpha = 50 us,
+here; simulated constants as in ``tests/test_sim_time.py`` (``ethernet_10g`` at line rate: alpha = 50 us,
 beta = 1.154762e9 bytes/s per direction of a 2-rank ring)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sim_server
 from conftest import make_config
 
 ALPHA, BETA = 50e-6, 0.97 * 10e9 / 8 / 1.05
+ETH = {"name": "ethernet_10g", "msg_efficiency": 1.0}  # at line rate: the constants above
 R50_BYTES = 102_228_128  # 25,557,032 fp32 parameters (torchvision's model card)
 #: ResNet-50's parameters in backward order cut by DDP's rule (1 MiB first bucket, then 25 MiB:
 #: a bucket closes before a tensor that would overflow it): fc.bias (1000 x 4 bytes) alone, since
@@ -52,7 +53,7 @@ def test_profile_knows_resnet50s_parameter_sizes_in_backward_order():
 
 def _steps(tmp, layout: str) -> list[dict]:
     profile = {"name": "fixed", "step_ms": 400, "model_mb": R50_BYTES / 1e6, "model_layout": layout}
-    cfg = make_config("allreduce_sgd", 2, backend="simgrid", platform="ethernet_10g", profile=profile,
+    cfg = make_config("allreduce_sgd", 2, backend="simgrid", platform=ETH, profile=profile,
                       workload={"epochs": 1, "max_steps_per_epoch": 3})
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "cfg.json").write_text(json.dumps(cfg))
@@ -83,7 +84,7 @@ def test_overlapped_allreduce_follows_the_paper_models_buckets(tmp_path):
     from distrepro_wf.claims import closedform as cf
     from distrepro_wf.claims import sensitivity as sens
     profile = {"name": "fixed", "step_ms": 400, "model_mb": R50_BYTES / 1e6, "model_layout": "resnet50"}
-    p = sens.nominal_point({"experiments": {"x": {"backend": "simgrid", "platform": "ethernet_10g",
+    p = sens.nominal_point({"experiments": {"x": {"backend": "simgrid", "platform": ETH,
                                                   "profile": profile}}}, "x", 2, "none")
     assert cf.step_s("allreduce_sgd", p.with_(overlap=1.0)) == pytest.approx(want, rel=1e-3)
     steps = _steps(tmp_path / "r50", "resnet50")

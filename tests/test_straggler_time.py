@@ -4,7 +4,7 @@ step, so an all-reduce overlapped with backward cannot hide it.  Step times agai
 forms written out here, on the simulated backend (exact) and on real gloo ranks on shaped
 links (a declared tolerance), and the wall clock's release of the slowdown with the buckets.
 
-Simulated constants: ``ethernet_10g``, alpha = 50 us, beta = 0.97 x 10 Gbit/s / 8 / 1.05 =
+Simulated constants: ``ethernet_10g`` at line rate (``msg_efficiency`` 1), alpha = 50 us, beta = 0.97 x 10 Gbit/s / 8 / 1.05 =
 1.154762e9 bytes/s per direction while both directions carry data; a lone one-way flow gets
 5 % more (1.05 beta: the reverse direction carries only its acknowledgments,
 ``impls/sim/platforms.py``).  ``fixed`` profiles charge no op costs.  The tiny digits MLP's
@@ -28,13 +28,14 @@ import sim_server
 from conftest import ROOT, make_config, needs_netns
 
 ALPHA, BETA = 50e-6, 0.97 * 10e9 / 8 / 1.05
+ETH = {"name": "ethernet_10g", "msg_efficiency": 1.0}  # at line rate: the constants above
 S0, S1 = 330 / 2410 * 100e6, 2080 / 2410 * 100e6  # the two buckets' scaled bytes
 B = 2 / 3  # backward share of a step (impls.sim.profiles.BACKWARD_FRACTION)
 SLOW4 = {"kind": "fixed", "ranks": [-1], "factor": 4}
 
 
 def _steps(tmp: Path, algo, nodes: int, step_ms: float, straggler: dict, steps: int) -> dict[int, list[dict]]:
-    cfg = make_config(algo, nodes, backend="simgrid", platform="ethernet_10g",
+    cfg = make_config(algo, nodes, backend="simgrid", platform=ETH,
                       profile={"name": "fixed", "step_ms": step_ms, "model_mb": 100.0},
                       workload={"epochs": 1, "max_steps_per_epoch": steps},
                       straggler_name="slow", straggler=straggler)
@@ -54,7 +55,7 @@ def _closed_form(algorithm: str, nodes: int, step_ms: float, factor: float, over
     from distrepro_wf.claims import closedform as cf
     from distrepro_wf.claims import sensitivity as sens
 
-    config = {"experiments": {"x": {"backend": "simgrid", "platform": "ethernet_10g",
+    config = {"experiments": {"x": {"backend": "simgrid", "platform": ETH,
                                     "profile": {"name": "fixed", "step_ms": step_ms, "model_mb": 100.0}}}}
     p = sens.nominal_point(config, "x", nodes, f"slow1x{factor:g}")
     return cf.step_s(algorithm, p.with_(overlap=overlap))

@@ -44,9 +44,9 @@ Profiles (:func:`paper_opcost`, :func:`measure_opcost`):
   efficiency); ``compress_gbps`` = 720 / 4 = 180 (ASSUMED: sign extraction plus bit
   packing is ~4 passes over the data); ``stage_gbps`` = 12 (PCIe 3.0 x16: 15.75 GB/s
   theoretical = 8 GT/s x 16 lanes x 128b/130b, PCI-SIG; ~12 GB/s effective for pinned
-  copies, ASSUMED); ``msg_us`` = 10 (ASSUMED: one TCP send of a socket transport,
-  syscall plus copy into the kernel's buffer, excluding the wire; replaced by the value
-  the netns tier measures when that lands).  The node's 8 GPUs each apply the update to
+  copies, ASSUMED); ``msg_us`` = 10 (one message of a socket transport on top of the wire's
+  latency: NCCL's own latency model charges 9.6 us per inter-node ring step,
+  :data:`TCP_MSG_SOURCE`; its range, 0-50 us: :mod:`impls.sim.nominal`).  The node's 8 GPUs each apply the update to
   their own replica in parallel, so a node's device-side op costs what one GPU's does.
 * ``measured``: micro-benchmarks of this machine (:func:`measure_opcost`, one thread,
   cached with the calibration): ``mem_gbps`` from ``a.add_(b)`` on 16 MB vectors,
@@ -74,7 +74,9 @@ FIELDS = ("mem_gbps", "copy_gbps", "stage_gbps", "compress_gbps", "msg_us")
 V100_HBM2_PEAK_GBPS = 900.0  # NVIDIA Tesla V100 (SXM2) datasheet
 HBM_EFFICIENCY = 0.8  # ASSUMED (streaming elementwise kernels reach 75-90 % of HBM2 peak)
 PCIE3_X16_EFFECTIVE_GBPS = 12.0  # PCIe 3.0 x16: 15.75 GB/s theoretical (PCI-SIG); ~12 effective, ASSUMED
-TCP_MSG_US = 10.0  # ASSUMED software overhead of one socket send (until the netns tier measures gloo's)
+TCP_MSG_US = 10.0  # software overhead of one message of a socket transport, on top of the platform's latency
+TCP_MSG_SOURCE = ("NVIDIA/nccl src/graph/tuning.cc: NCCL's latency model charges 9.6 us per inter-node ring step "
+                  "(hwLat NET, Simple protocol); range 0-50 us (impls/sim/nominal.py)")
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def paper_opcost() -> OpCost:
     mem = V100_HBM2_PEAK_GBPS * HBM_EFFICIENCY
     return OpCost(mem_gbps=mem, copy_gbps=mem / 2, stage_gbps=PCIE3_X16_EFFECTIVE_GBPS, compress_gbps=mem / 4,
                   msg_us=TCP_MSG_US, source="V100 HBM2 900 GB/s x 0.8 (assumed); PCIe 3.0 x16 12 GB/s "
-                                            "(assumed effective); 10 us per message (assumed)")
+                                            "(assumed effective); 10 us per message (NCCL's model)")
 
 
 def given_opcost(spec: Mapping[str, Any], base: OpCost = FREE) -> OpCost:

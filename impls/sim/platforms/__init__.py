@@ -42,7 +42,10 @@ can be overridden key by key in the config.
 Any preset takes ``allreduce_efficiency`` (default 1): the all-reduce's achieved bus
 bandwidth as a fraction of the ideal ring's (every all-reduce message weighs 1/it times its
 bytes); a fitted parameter of the published rows (``bench/sim_paper_rows``), not a preset
-value.
+value.  And ``msg_efficiency``: every message's achieved share of its flow's rate (the links are
+built at ``nic_gbps`` x it: :func:`nic_rate_gbps`), a preset's own number with its source where
+the papers' transport was measured or fitted (``ethernet_10g``: 0.456, fitted on SlowMo Table 2a's
+SGP row; the table of every uncertain parameter: :mod:`impls.sim.nominal`), 1 elsewhere.
 
 Sources (each file's ``sources``, :data:`SOURCES`, :func:`unsourced`): each preset's network numbers are marked with
 their published source or as unsourced (``None``, with why in a comment).  Unsourced today:
@@ -80,7 +83,7 @@ CROSS_TRAFFIC = 0.05  # SimGrid: a flow's acknowledgments take 5 % of its rate o
 #: the platform presets, one file each in this package (discovered on first use)
 PLATFORMS: Registry = Registry("platform", "platform.name", package=__name__, one_per_file=True)
 #: numbers that shape bandwidth (and so decide a speed claim); latency is minor for large messages
-BANDWIDTH_KEYS = ("nic_gbps", "rack_size", "uplink_gbps", "background_load", "burst_mb")
+BANDWIDTH_KEYS = ("nic_gbps", "rack_size", "uplink_gbps", "background_load", "burst_mb", "msg_efficiency")
 #: the most ranks (workers and servers) one simulation hosts: see the module docstring
 MAX_SIM_HOSTS = 1024
 #: a preset's numbers that need no published source: how many hosts one simulation may build
@@ -166,6 +169,10 @@ class PlatformConfig:
     # efficiency"): every all-reduce message weighs 1/it times its bytes.  1: the ideal ring
     # (the presets); below 1: a transport that does not fill the NIC (sockets, few rings).
     allreduce_efficiency: float = field(default=1.0, metadata={"gt": 0, "max": 1})
+    # every message's achieved share of its flow's rate (a transport that does not fill the NIC:
+    # TCP sockets' per-socket CPU cost), applied to every link's rate; the preset's nominal value with its
+    # source (ethernet_10g: fitted, impls/sim/nominal.py), 1 where a preset has none
+    msg_efficiency: float | None = field(default=None, metadata={"gt": 0, "max": 1})
 
     def validate(self, key: str) -> None:
         preset = PLATFORMS.get(self.name)
@@ -175,6 +182,8 @@ class PlatformConfig:
                     raise ConfigError(f"{key}.{k}", f"platform {self.name!r} needs {k} (a custom star: give "
                                                     f"nic_gbps and latency_us)")
                 setattr(self, k, v)
+        if self.msg_efficiency is None:  # a preset without a measured transport: line rate (unsourced)
+            self.msg_efficiency = 1.0
         if preset.host_limit and self.max_hosts > preset.host_limit[0]:
             most, why = preset.host_limit
             raise ConfigError(f"{key}.max_hosts", f"{self.name} is built with {most} hosts ({why}); allowed: "
@@ -231,12 +240,24 @@ class Platform:
         return alpha_beta(self.cfg)
 
 
-def alpha_beta(cfg: PlatformConfig, duplex: bool = True) -> tuple[float, float]:
+def alpha_beta(cfg: PlatformConfig, duplex: bool = True, line_rate: bool = False) -> tuple[float, float]:
     """The preset's per-message latency (s) and per-direction bandwidth (bytes/s) of a NIC
-    sending and receiving at once (see the module docstring); ``duplex=False``: of a flow
-    alone on its links (no acknowledgments of a reverse flow to share them with: 5 % more)."""
-    beta = BANDWIDTH_FACTOR * cfg.nic_gbps * 1e9 / 8
+    sending and receiving at once (see the module docstring), every message at ``msg_efficiency``
+    of it as simulated; ``duplex=False``: of a flow alone on its links (no acknowledgments of a
+    reverse flow to share them with: 5 % more); ``line_rate``: without ``msg_efficiency`` (the
+    closed form's ``bandwidth``, which it multiplies by its ``efficiency``)."""
+    beta = BANDWIDTH_FACTOR * (cfg.nic_gbps if line_rate else nic_rate_gbps(cfg)) * 1e9 / 8
     return cfg.latency_us * 1e-6, beta / (1 + CROSS_TRAFFIC) if duplex else beta
+
+
+def nic_rate_gbps(cfg: PlatformConfig) -> float:
+    """The rate a host's NIC link is built with: ``nic_gbps`` x ``msg_efficiency``."""
+    return cfg.nic_gbps * (cfg.msg_efficiency or 1.0)
+
+
+def uplink_rate_gbps(cfg: PlatformConfig) -> float:
+    """The rate a rack uplink is built with (``shared_hpc``): ``uplink_gbps`` x ``msg_efficiency``."""
+    return cfg.uplink_gbps * (cfg.msg_efficiency or 1.0)
 
 
 def build_platform(cfg: PlatformConfig, hosts: int) -> Platform:
@@ -262,7 +283,7 @@ def star_network(cfg: PlatformConfig, n: int) -> Platform:
     hosts = []
     for i in range(n):
         h = zone.create_host(f"node{i}", SPEED).seal()
-        nic = link(zone, f"nic{i}", cfg.nic_gbps, lat)
+        nic = link(zone, f"nic{i}", nic_rate_gbps(cfg), lat)
         zone.add_route(h.netpoint, None, None, None, [simgrid.LinkInRoute(nic, simgrid.LinkInRoute.Direction.UP)],
                        True)
         hosts.append(h)

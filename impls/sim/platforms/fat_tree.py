@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import LATENCY_FACTOR, Platform, PlatformConfig, register_platform
+from . import LATENCY_FACTOR, Platform, PlatformConfig, nic_rate_gbps, register_platform
 
 HOSTS = 256  # FatTreeParams(2, [16, 16], ...): 16 leaf switches of 16 hosts
 
@@ -24,7 +24,7 @@ def build(cfg: PlatformConfig, n: int) -> Platform:
 
     lat = cfg.latency_us * 1e-6 / (4 * LATENCY_FACTOR)  # four links between leaves of two switches
     simgrid.NetZone.create_fatTree_zone("fat_tree", None, simgrid.FatTreeParams(2, [16, 16], [1, 16], [1, 1]),
-                                        simgrid.ClusterCallbacks(node, None, None), cfg.nic_gbps * 1e9 / 8, lat,
+                                        simgrid.ClusterCallbacks(node, None, None), nic_rate_gbps(cfg) * 1e9 / 8, lat,
                                         simgrid.Link.SharingPolicy.SPLITDUPLEX).seal()
     return Platform(cfg, [made[i] for i in range(n)])
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 
-from . import BANDWIDTH_FACTOR, LATENCY_FACTOR, Platform, PlatformConfig, link, register_platform
+from . import (BANDWIDTH_FACTOR, LATENCY_FACTOR, Platform, PlatformConfig, link, nic_rate_gbps, register_platform,
+               uplink_rate_gbps)
 
 
 def build(cfg: PlatformConfig, n: int) -> Platform:
@@ -25,9 +26,9 @@ def build(cfg: PlatformConfig, n: int) -> Platform:
     lat = cfg.latency_us * 1e-6 / (4 * LATENCY_FACTOR)  # up to four links per route
     hosts = [zone.create_host(f"node{i}", SPEED).seal() for i in range(n)]
     bg = [zone.create_host(f"other-jobs{r}", SPEED).seal() for r in range(racks)]
-    nics = [link(zone, f"nic{i}", cfg.nic_gbps, 2 * lat) for i in range(n)]
-    uplinks = [link(zone, f"uplink{r}", cfg.uplink_gbps, lat) for r in range(racks)]
-    bg_nics = [link(zone, f"other-jobs-nic{r}", cfg.uplink_gbps, 2 * lat) for r in range(racks)]
+    nics = [link(zone, f"nic{i}", nic_rate_gbps(cfg), 2 * lat) for i in range(n)]
+    uplinks = [link(zone, f"uplink{r}", uplink_rate_gbps(cfg), lat) for r in range(racks)]
+    bg_nics = [link(zone, f"other-jobs-nic{r}", uplink_rate_gbps(cfg), 2 * lat) for r in range(racks)]
     ends = [(h, nic, i // cfg.rack_size) for i, (h, nic) in enumerate(zip(hosts, nics))]
     ends += [(h, nic, r) for r, (h, nic) in enumerate(zip(bg, bg_nics))]
     for a in range(len(ends)):
@@ -44,7 +45,7 @@ def build(cfg: PlatformConfig, n: int) -> Platform:
         if cfg.background_load <= 0:
             return
         burst = cfg.burst_mb * 1e6
-        busy = burst / (BANDWIDTH_FACTOR * cfg.uplink_gbps * 1e9 / 8)  # one burst alone on an uplink
+        busy = burst / (BANDWIDTH_FACTOR * uplink_rate_gbps(cfg) * 1e9 / 8)  # one burst alone on an uplink
         mean_gap = busy * (1 - cfg.background_load) / cfg.background_load
         for r in range(racks):
             rng = random.Random(seed * 1_000_003 + 7919 * r + 1)

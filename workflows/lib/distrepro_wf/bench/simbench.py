@@ -462,8 +462,9 @@ def msg_efficiency_range() -> tuple[float, float]:
 
 
 def with_msg_efficiency(cfg: Mapping[str, Any], e: float) -> dict[str, Any]:
-    """``cfg`` with every message at ``e`` of the NIC's rate: the platform's ``nic_gbps`` (and
-    ``uplink_gbps``) times ``e``, exactly as the sensitivity sweep sets its "efficiency"
+    """``cfg`` with every message at ``e`` of the NIC's rate: the platform's ``msg_efficiency`` (its
+    links at ``nic_gbps``, and ``uplink_gbps``, times ``e``; 1: line rate, whatever the preset's
+    nominal value), exactly as the sensitivity sweep sets its "efficiency"
     (:func:`distrepro_wf.claims.sweep.perturb`); ``allreduce_efficiency`` stays, on top of it
     (an all-reduce's achieved share of the line rate is then the product)."""
     from ..claims.sweep import perturb  # noqa: PLC0415

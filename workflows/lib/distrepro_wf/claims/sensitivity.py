@@ -43,59 +43,20 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from impls.backends import is_simulated
+from impls.sim.nominal import PARAMETERS, SCENARIO, UNCERTAINTY  # noqa: F401  (the kinds)
 
 from . import closedform as cf
 
-#: the uncertain parameters: (name, label, how, low, high, kind, source, reason); ``how``: "scale"
-#: multiplies the nominal value, "value" is absolute (the range is widened to include the nominal
-#: value).  ``kind``: an ``uncertainty`` range has a ``source`` (what the paper's cluster could have
-#: been, by a measurement someone published): a verdict that flips inside it is at most
-#: inconclusive.  A ``scenario`` axis has none (no paper reports its cluster's background load,
-#: jitter, latency or staging path): it is a property of *a* cluster, not an uncertainty about
-#: the paper's, and never demotes a verdict; the row says whether the verdict holds or flips
-#: under it (``scenarios`` column, :attr:`Result.scenarios`).
-RANGES: tuple[dict[str, Any], ...] = (
-    {"name": "compute_s", "label": "compute per step", "how": "scale", "low": 0.5, "high": 3.0,
-     "kind": "uncertainty",
-     "source": "SlowMo Table 2a (OSGP 271 ms a step with its exchange hidden: about 3x the 89.7 ms nominal)",
-     "reason": "nominal compute is NVIDIA's tuned device throughput (impls/sim/profiles.py DEVICE); the papers' "
-               "own rows on the same cluster imply slower steps (SlowMo Table 2a OSGP 271 ms with its exchange "
-               "hidden, i.e. about 3x the 89.7 ms), mixed precision or DALI halve it"},
-    {"name": "efficiency", "label": "bandwidth efficiency", "how": "value", "low": 0.3, "high": 1.0,
-     "kind": "uncertainty", "source": "NVIDIA/nccl #209, #398, #450, nccl-tests #83 (docs/sim-parameter-sources.md)",
-     "reason": "achieved fraction of the NIC's rate for every message: NCCL over TCP sockets measured 32-65 % "
-               "of line rate at 20-100 Gb/s (NVIDIA/nccl #209, #398, #450, nccl-tests #83), one 10 GbE TCP "
-               "stream ~94 %; 1 = SimGrid's LV08 flow model as simulated (docs/sim-parameter-sources.md)"},
-    {"name": "msg_overhead_s", "label": "per-message overhead (s)", "how": "value", "low": 0.0, "high": 200e-6,
-     "kind": "uncertainty",
-     "source": "NVIDIA/nccl src/graph/tuning.cc (9.6 us a ring step), nccl-tests #82 (38-46 us a broadcast)",
-     "reason": "opcost's 10 us per message is ASSUMED (impls/sim/opcost.py TCP_MSG_US): NCCL's own model "
-               "charges 9.6 us per inter-node ring step, an 8-byte NCCL broadcast over sockets measured 38-46 us, "
-               "gloo on this machine's loopback 34-45 us; up to 200 us with buffer registration"},
-    {"name": "latency_s", "label": "latency", "how": "scale", "low": 0.2, "high": 5.0,
-     "kind": "scenario",
-     "reason": "the presets' latencies are typical figures, not the papers' (50 us on 10 GbE): kernel TCP on "
-               "switched Ethernet measures 10-250 us end to end"},
-    {"name": "background", "label": "background load", "how": "value", "low": 0.0, "high": 0.75,
-     "kind": "scenario",
-     "reason": "no paper reports the share of its network other jobs used: from a dedicated cluster (0) to a "
-               "heavily shared one (75 %); shared_hpc's 50 % has no source"},
-    {"name": "jitter", "label": "compute jitter (CV)", "how": "value", "low": 0.0, "high": 0.15,
-     "kind": "scenario",
-     "reason": "3 % is assumed; step-time variation on GPU clusters is 1-15 % (input pipeline, OS noise, "
-               "thermal throttling), and a synchronous step waits for the slowest draw"},
-    {"name": "stage_bandwidth", "label": "host/device staging bandwidth", "how": "scale", "low": 0.25, "high": 4.0,
-     "kind": "scenario",
-     "reason": "opcost's 12 GB/s per staged message is ASSUMED (impls/sim/opcost.py, PCIe 3.0 x16 pinned copies); "
-               "pageable copies reach 3-6 GB/s, GPUDirect RDMA skips the copy; it moves only the parameter-server "
-               "family's closed forms, whose server stages every push and reply"},
-    {"name": "overlap", "label": "AR/backward overlap", "how": "value", "low": 0.0, "high": 1.0,
-     "kind": "uncertainty",
-     "source": "facebookresearch/stochastic_gradient_push commits 33c362c (no overlap), 1230036 (DDP)",
-     "reason": "DDP's bucketed all-reduce hides behind the backward pass (1); the SGP reference's AR-SGD of "
-               "the v1 paper's time does not (0: parameters averaged after the step, its commit 33c362c), its "
-               "PyTorch-1.0 version is DDP (commit 1230036); the papers do not say which rows used which"},
-)
+#: the uncertain parameters, one dict each (name, label, how, low, high, kind, nominal, reason, source):
+#: the table of :mod:`impls.sim.nominal` (one nominal value, range, kind and source per parameter, read
+#: by the simulator, the closed form's nominal point and the docs too).  ``how``: "scale" multiplies the
+#: nominal value, "value" is absolute (the range is widened to include the nominal value).  ``kind``: an
+#: ``uncertainty`` range has a ``source`` (what the paper's cluster could have been, by a measurement
+#: someone published): a verdict that flips inside it is at most inconclusive.  A ``scenario`` axis has
+#: none (no paper reports its cluster's background load, jitter, latency or staging path): it is a
+#: property of *a* cluster, not an uncertainty about the paper's, and never demotes a verdict; the row
+#: says whether the verdict holds or flips under it (``scenarios`` column, :attr:`Result.scenarios`).
+RANGES: tuple[dict[str, Any], ...] = tuple(p.as_dict() for p in PARAMETERS)
 #: metrics of the speed claims this analysis re-evaluates
 SPEED_METRICS = {"time_per_epoch_s", "time_per_step_s", "time_to_target_s"}
 #: points per range scanned for a flip before bisection
@@ -125,7 +86,7 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
     prof = profile_config(exp.get("profile", "measured"))
     if prof.step_ms is None or prof.model_mb is None:
         return None
-    alpha, beta = alpha_beta(plat)
+    alpha, beta = alpha_beta(plat, line_rate=True)  # the platform's msg_efficiency is the point's efficiency
     preset = PRESETS.get(plat.name, {})
     rack = int(plat.rack_size or 0)
     # the two op costs a parameter server's closed form keeps (the PS modes' step_cost, closedform): staging of a
@@ -137,12 +98,25 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
     uplink = (plat.uplink_gbps * 1e9 / 8 * beta / (plat.nic_gbps * 1e9 / 8)) if rack and plat.uplink_gbps else math.inf
     return cf.Point(compute_s=prof.step_ms * 1e-3, model_bytes=model_bytes, bandwidth=beta, latency_s=alpha,
                     nodes=int(nodes), allreduce_efficiency=float(getattr(plat, "allreduce_efficiency", 1.0)),
+                    efficiency=float(plat.msg_efficiency),
                     msg_overhead_s=(prof.msg_us if prof.msg_us is not None else
                                     (TCP_MSG_US if prof.name != "fixed" else 0.0)) * 1e-6,
                     background=float(plat.background_load or 0.0) if "background_load" in preset or rack else 0.0,
                     jitter=prof.jitter, slow_factor=straggler_factor(straggler), uplink_bandwidth=uplink,
                     rack_size=rack, stage_bandwidth=stage, apply_s=apply_s,
                     layout=model_layout(prof.model_layout) if prof.model_layout not in (None, "none") else ())
+
+
+def claim_nominal(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str) -> cf.Point | None:
+    """The nominal point of a claim's setting, as its ranges' nominal values are shown: the
+    experiment's (:func:`nominal_point`), the overlap its all-reducing side's own
+    (:func:`distrepro_wf.claims.closedform.method_overlap`; each side's closed form uses its own)."""
+    p = nominal_point(config, c["experiment"], nodes, straggler)
+    if p is None:
+        return None
+    methods = config["experiments"][c["experiment"]].get("methods") or {}
+    return p.with_(overlap=max(cf.method_overlap(methods.get(c[s]["method"]), c[s]["method"])
+                               for s in ("a", "b") if s in c))
 
 
 def _side(config: dict[str, Any], experiment: str, sel: dict[str, Any], nodes: int,
@@ -154,6 +128,7 @@ def _side(config: dict[str, Any], experiment: str, sel: dict[str, Any], nodes: i
     if p is None:
         return None
     methods = config["experiments"][experiment].get("methods") or {}
+    p = p.with_(overlap=cf.method_overlap(methods.get(sel["method"]), sel["method"]))  # the method's own
     alg, peers = cf.method_algorithm(methods.get(sel["method"]), sel["method"])
     opts = cf.method_options(methods.get(sel["method"]))
     if opts is None:
@@ -194,9 +169,6 @@ def _setter(spec: dict[str, Any], nominal: cf.Point) -> tuple[Callable[[float], 
         return (lambda v: lambda p: p.with_(**{name: getattr(p, name) * v})), spec["low"], spec["high"], nom
     nom = float(getattr(nominal, name))
     return (lambda v: lambda p: p.with_(**{name: v})), min(spec["low"], nom), max(spec["high"], nom), nom
-
-
-UNCERTAINTY, SCENARIO = "uncertainty", "scenario"
 
 
 def is_scenario(spec: dict[str, Any]) -> bool:
@@ -258,7 +230,7 @@ def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
     if fn is None:
         return None
     r0 = fn(lambda p: p)
-    nominal = nominal_point(config, c["experiment"], nodes, straggler)
+    nominal = claim_nominal(c, config, nodes, straggler)
     m, lo, hi = (float(row.get(k, math.nan)) for k in ("measured", "ci_low", "ci_high"))
     if not math.isfinite(m) or r0 <= 0:
         return Result(r0, reach_text(row, c, config) or "not evaluated: no simulated value to scale", False, [])

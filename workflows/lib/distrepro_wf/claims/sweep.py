@@ -14,9 +14,9 @@ metric in :data:`~distrepro_wf.claims.sensitivity.SPEED_METRICS`, at each of the
    nominal) on the simulator's own knobs:
 
    * compute per step: the profile's ``step_ms`` (scaled);
-   * bandwidth efficiency: the platform's ``nic_gbps`` (and ``uplink_gbps`` on racks) times the
-     efficiency, **not** ``allreduce_efficiency``: the range is the achieved share of the NIC's
-     rate for *every* message (:data:`~distrepro_wf.claims.sensitivity.RANGES`), and the claims compare
+   * bandwidth efficiency: the platform's ``msg_efficiency`` (its links built at ``nic_gbps``, and
+     ``uplink_gbps`` on racks, times it), **not** ``allreduce_efficiency``: the range is the achieved
+     share of the NIC's rate for *every* message (:data:`~distrepro_wf.claims.sensitivity.RANGES`), and the claims compare
      all-reducing methods with gossip, AD-PSGD and servers, whose messages ``allreduce_efficiency``
      does not touch (:mod:`impls.sim.platforms`: it weighs all-reduce messages only);
    * per-message overhead: the profile's ``msg_us``; latency: the platform's ``latency_us``
@@ -48,7 +48,6 @@ distinct (side, point): 316 simulations of 7-32 simulated nodes for the default 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import math
 import os
@@ -62,6 +61,7 @@ import pandas as pd
 from impls.backends import is_simulated
 from impls.errors import ConfigError
 
+from . import closedform as cf
 from . import evaluate as wfclaims
 from ..pipeline import config as wfconfig
 from . import sensitivity
@@ -132,16 +132,7 @@ def _spec(x: Any) -> dict[str, Any]:
     return {"name": x} if isinstance(x, str) else copy.deepcopy(dict(x))
 
 
-def overlap_default(algorithm: str) -> bool | None:
-    """The default of ``algorithm``'s ``overlap_backward`` (its all-reduce hidden behind the
-    backward pass, the simulator's knob of the overlap range), as its config declares it; None
-    where its config has no such key (the algorithm all-reduces nothing to hide)."""
-    from impls.algorithms import ALGORITHMS  # noqa: PLC0415
-
-    if algorithm not in ALGORITHMS:
-        return None
-    f = {f.name: f for f in dataclasses.fields(ALGORITHMS.get(algorithm).Config)}.get("overlap_backward")
-    return None if f is None else f.default
+overlap_default = cf.overlap_default  # the algorithm's own default of overlap_backward
 
 
 def perturb(cfg: dict[str, Any], name: str, value: float) -> dict[str, Any]:
@@ -160,11 +151,9 @@ def perturb(cfg: dict[str, Any], name: str, value: float) -> dict[str, Any]:
             raise NotSwept(f"profile {prof.name!r} measures its compute on this machine: no step_ms to scale")
         rspec["step_ms"] = prof.step_ms * value
     elif name == "efficiency":
-        if value == 1.0:  # the nominal: the config as it is (one simulation with the nominal point)
+        if value == plat.msg_efficiency:  # the nominal: the config as it is (one simulation with the nominal point)
             return cfg
-        pspec["nic_gbps"] = plat.nic_gbps * value
-        if plat.uplink_gbps:
-            pspec["uplink_gbps"] = plat.uplink_gbps * value
+        pspec["msg_efficiency"] = value
     elif name == "msg_overhead_s":
         rspec["msg_us"] = value * 1e6
     elif name == "latency_s":
@@ -210,7 +199,7 @@ def plan(claims: Iterable[dict[str, Any]], config: dict[str, Any], steps: int = 
             continue
         ctl = wfclaims._control_setting(c, config, n, st) if c["compare"] == "ratio_vs_control" else None
         fn = sensitivity.ratio_fn(c, config, n, st, ctl)
-        nominal = sensitivity.nominal_point(config, c["experiment"], n, st)
+        nominal = sensitivity.claim_nominal(c, config, n, st)
         short = [short_config(config, s, steps, epochs) for s in sides(c, config, n, st)]
         has_ar = any(overlap_default(s["algorithm"]["name"]) is not None for s in short)
         ends = [("", "nominal", math.nan, lambda p: p, list(short), "")]

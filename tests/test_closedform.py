@@ -74,9 +74,11 @@ def test_method_algorithm_from_config():
         == "signum_mv_allgather"
 
 
+# AR-SGD after the backward pass (overlap_backward off): its nominal overlap, the method's own, is 0
+# (the sensitivity's overlap range still sweeps 0-1)
 SIM = {"backend": "simgrid", "platform": {"name": "star", "nic_gbps": 8.4, "latency_us": 50.0},
        "profile": {"name": "fixed", "step_ms": 200.0, "model_mb": 100.0},
-       "methods": {"allreduce_sgd": {}, "sgp_1peer": {"algorithm": {"name": "sgp", "topology": {"peers": 1}}},
+       "methods": {"allreduce_sgd": {"algorithm": {"name": "allreduce_sgd", "overlap_backward": False}}, "sgp_1peer": {"algorithm": {"name": "sgp", "topology": {"peers": 1}}},
                    "osgp": {"algorithm": {"name": "osgp", "topology": {"peers": 1}}}}}
 CONFIG = {"experiments": {"simx": SIM, "realx": {"workload": "w", "methods": {"allreduce_sgd": {}, "sgp_1peer": {}}}},
           "launcher": {"kind": "local"}}

@@ -35,11 +35,11 @@ def test_every_range_maps_onto_a_knob_the_simulator_accepts():
             resolve(sweep.perturb(base, spec["name"], v))  # validates platform, profile and algorithm
     p = lambda name, v: sweep.perturb(base, name, v)  # noqa: E731
     assert p("compute_s", 3.0)["profile"]["step_ms"] == 60.0
-    assert p("efficiency", 0.3)["platform"]["nic_gbps"] == pytest.approx(3.0)  # every message, not allreduce_efficiency
-    assert p("efficiency", 0.3)["platform"]["uplink_gbps"] == pytest.approx(3.0)
-    assert "allreduce_efficiency" not in p("efficiency", 0.3)["platform"]
+    # every message (the platform's msg_efficiency: NICs and uplinks), not allreduce_efficiency
+    assert p("efficiency", 0.3)["platform"] == {"name": "shared_hpc", "msg_efficiency": 0.3}
+    assert p("efficiency", 1.0) == base  # shared_hpc's nominal (line rate): simulated once
     assert p("latency_s", 5.0)["platform"]["latency_us"] == 250.0
-    assert p("msg_overhead_s", 200e-6)["profile"]["msg_us"] == pytest.approx(200.0)
+    assert p("msg_overhead_s", 50e-6)["profile"]["msg_us"] == pytest.approx(50.0)
     assert p("background", 0.75)["platform"]["background_load"] == 0.75
     assert p("jitter", 0.15)["profile"]["jitter"] == 0.15
     assert p("stage_bandwidth", 0.25)["profile"]["stage_gbps"] == 3.0
@@ -59,8 +59,9 @@ def test_perturbed_simulations_move_the_step_time(tmp_path):
     assert cpu > 0
     # one epoch of 3 synchronous steps, overlap off: compute 3 x (60 - 20) ms more
     assert t["compute"] - t["nominal"] == pytest.approx(0.120, abs=1e-4)
-    # the ring's 2 messages of 1 MB per step at 0.3 of the NIC: 3 x 2 x 1 MB x (1/0.3 - 1) / 1.155 GB/s ~ 12 ms
-    assert 0.008 < t["bandwidth"] - t["nominal"] < 0.016
+    # the ring's 2 messages of 1 MB per step at 0.3 of the NIC instead of ethernet_10g's nominal 0.456:
+    # 3 x 2 x 1 MB x (1/0.3 - 1/0.456) / 1.155 GB/s ~ 5.9 ms
+    assert 0.004 < t["bandwidth"] - t["nominal"] < 0.008
     # 5x latency: 3 x 2 x 200 us = 1.2 ms (plus slow-start effects of the flow model)
     assert 0.0008 < t["latency"] - t["nominal"] < 0.003
 
@@ -74,7 +75,10 @@ def test_plan_of_the_default_config():
     assert len(tta) == 2 and (tta["note"] == sweep.TTA_NOT_SWEPT).all() and tta["keys"].isna().all()
     one = df[(df["claim"] == "sgp_epoch_faster_than_ar") & (df["nodes"] == 32)].set_index(["parameter", "end"])
     assert len(one) == 1 + 2 * len(sensitivity.RANGES)
-    assert one.loc[("efficiency", "high"), "keys"] == one.loc[("nominal", "nominal"), "keys"]  # simulated once
+    # ethernet_10g's nominal efficiency 0.456 inside the range 0.3-0.9: both ends simulated
+    assert one.loc[("efficiency", "low"), "value"] == 0.3 and one.loc[("efficiency", "high"), "value"] == 0.9
+    ps = df[(df["claim"] == "async_ps_not_slowed_by_straggler")].set_index(["parameter", "end"])
+    assert ps.loc[("efficiency", "high"), "keys"] == ps.loc[("nominal", "nominal"), "keys"]  # infiniband's 1: once
     assert one.loc[("background", "low"), "note"].startswith("not swept: platform 'ethernet_10g'")
     assert one.loc[("compute_s", "high"), "closed_form_ratio"] > one.loc[("nominal", "nominal"), "closed_form_ratio"]
     ctl = df[(df["claim"] == "sgp_advantage_needs_slow_network") & (df["end"] == "nominal")]

@@ -155,12 +155,14 @@ def test_fitted_published_row_is_not_shown_as_published():
     fitted = {**CONFIG, "experiments": {"simx": {**SIM, "platform": {**SIM["platform"], "allreduce_efficiency": 0.4}}}}
     row = wfclaims.label_row(c, fitted, _row("reproduced", .66, .65, .67))
     assert row["published"] is None and "slowmo_t2a_ar_tpi" in row["published_fitted"]
-    # SlowMo 2a's SGP row fits the every-message efficiency as ethernet_10g's nic_gbps x e: a preset's NIC
-    # set away from its 10 Gbit/s hides it; star's nic_gbps (given, no preset value) is no fit (above)
-    eth = {**CONFIG, "experiments": {"simx": {**SIM, "platform": {"name": "ethernet_10g", "nic_gbps": 4.56}}}}
-    row = wfclaims.label_row(c, eth, _row("reproduced", .66, .65, .67))
-    assert row["published"] is None and row["published_fitted"] == "slowmo_t2a_sgp_tpi (platform.nic_gbps fitted on it)"
-    eth = {**CONFIG, "experiments": {"simx": {**SIM, "platform": {"name": "ethernet_10g", "nic_gbps": 10.0}}}}
+    # SlowMo 2a's SGP row fits the every-message efficiency, ethernet_10g's own msg_efficiency (0.456): the
+    # preset as it is hides it, as does any value but line rate; at line rate (1) it is shown
+    for plat in ("ethernet_10g", {"name": "ethernet_10g", "msg_efficiency": 0.3}):
+        eth = {**CONFIG, "experiments": {"simx": {**SIM, "platform": plat}}}
+        row = wfclaims.label_row(c, eth, _row("reproduced", .66, .65, .67))
+        assert row["published"] is None
+        assert row["published_fitted"] == "slowmo_t2a_sgp_tpi (platform.msg_efficiency fitted on it)"
+    eth = {**CONFIG, "experiments": {"simx": {**SIM, "platform": {"name": "ethernet_10g", "msg_efficiency": 1.0}}}}
     assert wfclaims.label_row(c, eth, _row("reproduced", .66, .65, .67))["published"] == 0.7
 
 

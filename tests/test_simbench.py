@@ -213,7 +213,7 @@ def test_msg_efficiency_fit_inverts_on_a_real_simulation(tmp_path):
     def step(e, tag):
         cfg = simbench.sim_config(simbench.SGP_1PEER, 4, wl, "ethernet_10g", prof)
         cfg = simbench.with_msg_efficiency(cfg, e)
-        assert cfg["platform"] == ("ethernet_10g" if e == 1 else {"name": "ethernet_10g", "nic_gbps": 10 * e})
+        assert cfg["platform"] == {"name": "ethernet_10g", "msg_efficiency": e}  # 1: line rate, not the nominal 0.456
         _, out = simbench.simulate(cfg, tmp_path / tag, log)
         return sum(simbench.after_warmup(simbench.step_times(out), skip=1)) / 8 * 1e3  # 4 ranks x 2 steps
 
@@ -231,8 +231,8 @@ def test_msg_efficiency_rows_fitted_and_predicted():
     """SlowMo 2a's SGP row is the one the every-message efficiency is fitted on (FITTED_ROWS, role
     fitted, never judged); the other gossip rows are predictions that carry the value; an AR row
     carries allreduce_efficiency on top, plausible when the product is in 0.3-0.9."""
-    assert simbench.FITTED_ROWS["slowmo_t2a_sgp_tpi"] == "nic_gbps" == simbench.FITTED_ROWS[simbench.MSG_EFF_ROW]
-    assert simbench.msg_efficiency_range() == (0.3, 1.0)
+    assert simbench.FITTED_ROWS["slowmo_t2a_sgp_tpi"] == "msg_efficiency" == simbench.FITTED_ROWS[simbench.MSG_EFF_ROW]
+    assert simbench.msg_efficiency_range() == (0.3, 0.9)
     row = {"paper": "SlowMo", "location": "Table 2a", "relation": "=", "unit": "ms"}
     fit = simbench.msg_eff_row({**row, "id": "slowmo_t2a_sgp_tpi", "value": 304.0}, 304.0, "ms", 305.0, 0.455, "")
     assert fit["role"] == "fitted" and fit["within_25pct"] is None and fit["plausible"] is True
@@ -247,7 +247,7 @@ def test_msg_efficiency_rows_fitted_and_predicted():
     assert "0.146 of line rate" in ring["parameters"] and ring["plausible"] is False  # 0.455 x 0.32 < 0.3
     rd = simbench.msg_eff_row(ar, 1274.0, "ms", 1270.0, 0.455, "", allreduce_efficiency=0.79, role="fitted")
     assert rd["plausible"] is True
-    # the knob is the sensitivity sweep's: nic_gbps x e, allreduce_efficiency kept on top
+    # the knob is the sensitivity sweep's: the platform's msg_efficiency, allreduce_efficiency kept on top
     cfg = {"platform": {"name": "ethernet_10g", "allreduce_efficiency": 0.5}, "profile": "resnet50_v100x8"}
     assert simbench.with_msg_efficiency(cfg, 0.4)["platform"] == {"name": "ethernet_10g", "allreduce_efficiency": 0.5,
-                                                                  "nic_gbps": 4.0}
+                                                                  "msg_efficiency": 0.4}

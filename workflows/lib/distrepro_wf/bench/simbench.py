@@ -383,7 +383,7 @@ def fit_allreduce_efficiency(published_ms: float, step_at_1_ms: float, nodes: in
     from impls.comm.costmodel import allreduce_cost
     from impls.sim.platforms import alpha_beta, platform_config
 
-    _, beta = alpha_beta(platform_config(platform))
+    _, beta = alpha_beta(platform_config(platform), line_rate=True)  # step(1): every message at line rate
     b = allreduce_cost(algorithm, model_bytes, nodes).wire_bytes / beta * 1e3
     return b / (b + published_ms - step_at_1_ms)
 
@@ -397,7 +397,7 @@ def fit_efficiency_overlapped(published_ms: float, step_at_1_ms: float, compute_
     backward (``backward_share`` of the compute)."""
     from impls.sim.platforms import alpha_beta, platform_config
 
-    alpha, beta = alpha_beta(platform_config(platform))
+    alpha, beta = alpha_beta(platform_config(platform), line_rate=True)  # step(1): every message at line rate
     b = 2 * (nodes - 1) * model_bytes / (nodes * beta) * 1e3
     comm1 = b + 2 * (nodes - 1) * alpha * 1e3
     bwd = backward_share * compute_ms
@@ -476,7 +476,7 @@ def message_ms(model_bytes: float, platform: Any = "ethernet_10g") -> float:
     """One whole-model message at the platform's line rate (``S / beta``), ms."""
     from impls.sim.platforms import alpha_beta, platform_config  # noqa: PLC0415
 
-    return model_bytes / alpha_beta(platform_config(platform))[1] * 1e3
+    return model_bytes / alpha_beta(platform_config(platform), line_rate=True)[1] * 1e3
 
 
 def allreduce_bandwidth_ms(model_bytes: float, nodes: int, platform: Any = "ethernet_10g",
@@ -486,7 +486,8 @@ def allreduce_bandwidth_ms(model_bytes: float, nodes: int, platform: Any = "ethe
     from impls.comm.costmodel import allreduce_cost  # noqa: PLC0415
     from impls.sim.platforms import alpha_beta, platform_config  # noqa: PLC0415
 
-    return allreduce_cost(algorithm, model_bytes, nodes).wire_bytes / alpha_beta(platform_config(platform))[1] * 1e3
+    return (allreduce_cost(algorithm, model_bytes, nodes).wire_bytes
+            / alpha_beta(platform_config(platform), line_rate=True)[1] * 1e3)
 
 
 def fit_by_simulation(published_ms: float, step_at: Any, step_at_1_ms: float, term_ms: float,
@@ -526,7 +527,7 @@ def msg_eff_row(pub: Mapping[str, Any], published: float, unit: str, predicted: 
     values; ``plausible``: ``e`` in :func:`msg_efficiency_range`, and for an all-reduce the product
     ``e x allreduce_efficiency`` (its achieved share of line rate) in :data:`EFFICIENCY_RANGE`."""
     if role is None:
-        role = "fitted" if FITTED_ROWS.get(pub["id"]) == "nic_gbps" else "prediction"
+        role = "fitted" if FITTED_ROWS.get(pub["id"]) == "msg_efficiency" else "prediction"
     lo, hi = msg_efficiency_range()
     origin = "fitted on this row" if pub["id"] == MSG_EFF_ROW else f"fitted on {MSG_EFF_ROW}"
     text = f"msg_efficiency={e:.3f} (platform nic_gbps x e, every message; {origin}; sourced range {lo}-{hi})"

@@ -793,9 +793,10 @@ def runs_on(config: dict[str, Any], experiment: str) -> tuple[str, str]:
 
 def fitted_sources(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """The claim's published rows that a parameter of its simulated platform was fitted on
-    (:data:`distrepro_wf.claims.published.FITTED_ROWS`: only when the experiment sets that parameter
-    away from its preset's value: ``allreduce_efficiency`` other than 1, a preset's ``nic_gbps``
-    other than its own; a ``nic_gbps`` the preset leaves to the config, ``star``'s, is no fit)."""
+    (:data:`distrepro_wf.claims.published.FITTED_ROWS`: only when the experiment runs that parameter
+    away from line rate: ``allreduce_efficiency`` other than 1, a ``msg_efficiency`` other than 1
+    (``ethernet_10g``'s own nominal 0.456 was fitted on a row), a preset's ``nic_gbps`` other than
+    its own; a ``nic_gbps`` the preset leaves to the config, ``star``'s, is no fit)."""
     from impls.sim.platforms import PRESETS, PlatformConfig  # noqa: PLC0415
 
     from .published import FITTED_ROWS  # noqa: PLC0415
@@ -807,6 +808,8 @@ def fitted_sources(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
     preset = PRESETS.get(plat.get("name", PlatformConfig.name), {})
 
     def fitted(key: str) -> bool:
+        if key.endswith("efficiency"):  # a share of line rate: fitted wherever it is not 1, the preset's own too
+            return float(plat.get(key, preset.get(key)) or 1.0) != 1.0
         nominal = preset[key] if key in preset else PlatformConfig.__dataclass_fields__[key].default
         return plat.get(key) is not None and nominal is not None and float(plat[key]) != float(nominal)
 

@@ -75,8 +75,9 @@ CONFIG_GLOBS = ("*.yaml", "full/*.yaml")
 #: scripts/bench_sim_paper_rows.py, :mod:`distrepro_wf.bench.simbench`): a simulated claim that sets
 #: this parameter never shows a row of it as its published value (:func:`distrepro_wf.claims.evaluate.label_row`)
 FITTED_ROWS = {"slowmo_t2a_ar_tpi": "allreduce_efficiency", "sgp_v1_time_ar_n32": "allreduce_efficiency",
-               # the every-message bandwidth efficiency, as the platform's nic_gbps x e (simbench.with_msg_efficiency)
-               "slowmo_t2a_sgp_tpi": "nic_gbps"}
+               # the every-message bandwidth efficiency, the platform's msg_efficiency (ethernet_10g's nominal 0.456;
+               # simbench.with_msg_efficiency)
+               "slowmo_t2a_sgp_tpi": "msg_efficiency"}
 
 
 def _schema(name: str) -> dict[str, Any]:

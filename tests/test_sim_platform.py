@@ -87,7 +87,7 @@ def test_point_to_point_is_gloos_rendezvous():
     and a receive from any source takes the first sender announced, one at a time, at the
     link's full rate (an eager transport had both messages there when the receiver asked)."""
     size = 1e8
-    a, b = alpha_beta(platform_config("ethernet_10g"))
+    a, b = alpha_beta(platform_config({"name": "ethernet_10g", "msg_efficiency": 1.0}))  # the probe's: line rate
     lone = a + size * 1.05 / b  # one direction only: no acknowledgments of a reverse flow
     receiver, one, two = probe("rendezvous", size=size)
     # the late sender (posts at t=1) is charged from its post, not from the receiver's

@@ -4,7 +4,7 @@ part charges the simulated clock for its own work (:mod:`impls.sim.opcost`, the 
 aggregation delays the workers waiting for its reply.
 
 Every run: the tiny digits MLP (``D`` = 2,410 parameters), 2 workers (``serial_sgd``: 1), one
-epoch of 3 steps on ``ethernet_10g`` under a ``fixed`` profile of 10 ms compute whose messages
+epoch of 3 steps on ``ethernet_10g`` at line rate (``msg_efficiency`` 1) under a ``fixed`` profile of 10 ms compute whose messages
 and op bytes weigh a model of ``S`` = 1 MB (``model_mb: 1``) and whose op bandwidths are
 1 GB/s (``mem_gbps``: ``arith``, ``optim``), 2 GB/s (``copy_gbps``) and 4 GB/s
 (``compress_gbps``): one pass over the model costs 1 ms of ``arith`` or ``optim``, 0.5 ms of
@@ -46,7 +46,8 @@ W = 2  # workers
 
 
 def _run(tmp: Path, algo: dict, nodes: int = W, profile=PROFILE, workload=None) -> dict[int, list[dict]]:
-    cfg = make_config(algo, nodes, backend="simgrid", platform="ethernet_10g", profile=profile,
+    cfg = make_config(algo, nodes, backend="simgrid", platform={"name": "ethernet_10g", "msg_efficiency": 1.0},
+                      profile=profile,
                       workload={"epochs": 1, "max_steps_per_epoch": 3, **(workload or {})})
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "cfg.json").write_text(json.dumps(cfg))

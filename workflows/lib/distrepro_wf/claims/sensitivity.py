@@ -104,6 +104,10 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
                     background=float(plat.background_load or 0.0) if "background_load" in preset or rack else 0.0,
                     jitter=prof.jitter, slow_factor=straggler_factor(straggler), uplink_bandwidth=uplink,
                     rack_size=rack, stage_bandwidth=stage, apply_s=apply_s,
+                    # the op costs the closed forms count (impls.comm.stepcost.ops_s): the profile's, as simulated
+                    mem_bandwidth=ops.mem_gbps * 1e9 if ops.mem_gbps else math.inf,
+                    copy_bandwidth=ops.copy_gbps * 1e9 if ops.copy_gbps else math.inf,
+                    compress_bandwidth=ops.compress_gbps * 1e9 if ops.compress_gbps else math.inf,
                     layout=model_layout(prof.model_layout) if prof.model_layout not in (None, "none") else ())
 
 

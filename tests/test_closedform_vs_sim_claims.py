@@ -100,12 +100,12 @@ def _ids(s: tuple) -> str:
 
 
 def closed_form_step(experiment: str, method: str, straggler: str, parameter: str, value: float) -> float:
-    spec = (CONFIG["experiments"][experiment].get("methods") or {}).get(method)
-    name, peers = cf.method_algorithm(spec, method)
-    p = sens.nominal_point(CONFIG, experiment, NODES, straggler).with_(overlap=cf.method_overlap(spec, method))
+    """The step the sensitivity analysis scales by: a claim side's nominal point as it builds it
+    (the method's own overlap), the parameter set to the range end."""
+    p, name, peers, opts = sens._side(CONFIG, experiment, {"method": method}, NODES, straggler)
     if parameter != "nominal":
         p = p.with_(**{parameter: value})
-    return cf.step_s(name, p, peers, **cf.method_options(spec))
+    return cf.step_s(name, p, peers, **opts)
 
 
 def simulated_step(tmp, experiment: str, method: str, straggler: str, parameter: str, value: float) -> float:

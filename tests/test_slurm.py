@@ -232,6 +232,11 @@ def test_pipeline_on_slurm_equals_local_and_survives_a_killed_job(slurm, tmp_pat
     jobs["wide_4 again"] = scontrol_job(again["wide_4"])
     rc, out_local = finish(local)
     assert rc == 0, out_local[-5000:]
+    for e in GRID["experiments"]:  # the local twin's runs all finished (a failed one says why, and where its log is)
+        failed = pd.read_csv(tmp_path / "local" / f"results/tables/{e}/failed.csv")
+        assert failed.empty, failed.to_string() + "\n" + "\n".join(
+            (tmp_path / "local" / log).read_text()[-3000:] for log in failed.get("log", []) if isinstance(log, str)
+            and (tmp_path / "local" / log).exists())
     # 3. same seeds, same numbers: every loss and accuracy of both tables
     got, want = tables(s), tables(tmp_path / "local")
     assert len(got["runs"]) == 5 and len(got["epochs"]) == 5 * 3

@@ -51,12 +51,12 @@ def simulate(cfg: dict, tmp: Path, calibration: Path | None = None, plain: bool 
     return tmp
 
 
-#: ``ethernet_10g`` at line rate (``msg_efficiency`` 1): the written-out constants below
+#: ``ethernet_10g`` at line rate (``msg_efficiency`` 1): the overlap test's written-out constants
 ETH = {"name": "ethernet_10g", "msg_efficiency": 1.0}
 
 
 def sim_config(algo, nodes, **over):
-    return make_config(algo, nodes, backend="simgrid", platform=over.pop("platform", ETH),
+    return make_config(algo, nodes, backend="simgrid", platform=over.pop("platform", "ethernet_10g"),
                        profile=over.pop("profile", {"name": "fixed", "step_ms": 10}), **over)
 
 
@@ -117,7 +117,7 @@ def test_simulated_overlap_hides_the_closed_form_share(tmp_path):
     want = {True: 0.174840, False: 0.186698}
     for overlap, step_s in want.items():
         algo = {"name": "allreduce_sgd", "first_bucket_mb": 13.1, "bucket_mb": 100, "overlap_backward": overlap}
-        cfg = sim_config(algo, 2, profile={"name": "fixed", "step_ms": 100, "model_mb": 100},
+        cfg = sim_config(algo, 2, platform=ETH, profile={"name": "fixed", "step_ms": 100, "model_mb": 100},
                          workload={"epochs": 1, "max_steps_per_epoch": 3})
         run = simulate(cfg, tmp_path / str(overlap))
         for r in range(2):
@@ -136,7 +136,7 @@ def test_simulated_overlap_hides_the_closed_form_share(tmp_path):
     # after backward, both buckets follow the straggler's compute
     for overlap in (True, False):
         algo = {"name": "allreduce_sgd", "first_bucket_mb": 13.1, "bucket_mb": 100, "overlap_backward": overlap}
-        cfg = sim_config(algo, 2, profile={"name": "fixed", "step_ms": 100, "model_mb": 100},
+        cfg = sim_config(algo, 2, platform=ETH, profile={"name": "fixed", "step_ms": 100, "model_mb": 100},
                          workload={"epochs": 1, "max_steps_per_epoch": 4}, straggler_name="slow1x2",
                          straggler={"kind": "fixed", "ranks": [-1], "factor": 2.0})
         run = simulate(cfg, tmp_path / f"straggler{overlap}")

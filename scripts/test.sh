@@ -23,12 +23,12 @@ if [ $# -gt 0 ]; then
   exec python -m pytest -q "$@"
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/distrepro-tests.XXXXXX")
-python -m pytest -q -p no:cacheprovider --basetemp "$tmp/beside" tests/test_slurm.py tests/test_study_configs.py \
+python -m pytest -q --durations=10 -p no:cacheprovider --basetemp "$tmp/beside" tests/test_slurm.py tests/test_study_configs.py \
   >"$tmp/beside.log" 2>&1 &
 beside=$!
 trap 'kill "$beside" 2>/dev/null || true' INT TERM
 rc=0
-python -m pytest -q -m "not slurm" --ignore=tests/test_study_configs.py --basetemp "$tmp/main" || rc=$?
+python -m pytest -q --durations=25 -m "not slurm" --ignore=tests/test_study_configs.py --basetemp "$tmp/main" || rc=$?
 src=0
 wait "$beside" || src=$?
 echo "---- tests/test_slurm.py and tests/test_study_configs.py (run beside the others) ----"

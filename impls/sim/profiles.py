@@ -161,6 +161,21 @@ def model_layout(name: str) -> tuple[int, ...]:
     if name not in _LAYOUT_CACHE:
         _LAYOUT_CACHE[name] = LAYOUTS[name]()
     return _LAYOUT_CACHE[name]
+
+
+def preload(spec: Any) -> None:
+    """Build in this process what every run of profile ``spec`` builds on first use: its paper
+    model's layout (:func:`model_layout`).  ResNet-50's comes from torchvision's definition, and
+    importing torchvision (with the ``torch._dynamo`` it imports) costs about 3.5 CPU-seconds,
+    more than a 16-node simulation of ResNet-50 itself.  The fork server (``python -m impls.sim
+    --serve``) calls this before forking each run, so the runs of one server find it built.  A
+    spec that does not parse is left to the run to report."""
+    try:
+        cfg = profile_config(spec)
+    except (ConfigError, TypeError, ValueError):
+        return
+    if cfg.model_layout not in (None, "none"):
+        model_layout(cfg.model_layout)
 KINDS = ("measured", "fixed", *PAPER)
 #: the backward pass's share of a step's compute: backward costs about twice the forward pass's
 #: FLOPs (a gradient with respect to both the inputs and the weights of every layer; Kaplan et

@@ -1,0 +1,126 @@
+"""What a simulated run pays besides its simulation (issue 33: a plan's 64-node crossover maps
+within its time budget): the fork server builds a paper model's layout once, not once per run;
+the ranks of one simulation parse the stand-in's data once, not once each; and a launch's end is
+seen when it comes, not at the next poll.  None of it changes a simulated number
+(``tests/test_sim_runs.py``, ``tests/test_plan.py`` pin them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+from conftest import make_config
+
+
+def test_the_fork_server_builds_a_paper_layout_before_forking_its_runs(tmp_path):
+    """A run under a paper profile times its buckets by the paper model's layout, built from
+    torchvision's definition (importing torchvision and torch._dynamo: ~3.5 CPU-s, more than a
+    16-node simulation).  The server builds it while preparing the request, so the forked run
+    finds it built; a profile without a layout builds nothing."""
+    from impls.sim import __main__ as server
+    from impls.sim import profiles
+
+    fixed, paper = tmp_path / "fixed.json", tmp_path / "paper.json"
+    fixed.write_text(json.dumps(make_config("allreduce_sgd", 2, backend="simgrid", platform="ethernet_10g",
+                                            profile={"name": "fixed", "step_ms": 10})))
+    paper.write_text(json.dumps(make_config("allreduce_sgd", 2, backend="simgrid", platform="ethernet_10g",
+                                            profile={"name": "resnet50_v100x1"})))
+    saved = dict(profiles._LAYOUT_CACHE)
+    profiles._LAYOUT_CACHE.clear()
+    try:
+        server._preload(str(fixed))
+        assert profiles._LAYOUT_CACHE == {}
+        server._preload(str(paper))
+        assert list(profiles._LAYOUT_CACHE) == ["resnet50"]
+        layout = profiles._LAYOUT_CACHE["resnet50"]
+        assert len(layout) == 161 and sum(layout) == 25_557_032 * 4  # torchvision's ResNet-50, fp32
+        server._preload(str(tmp_path / "missing.json"))  # a request the child will report: nothing raised here
+    finally:
+        profiles._LAYOUT_CACHE.clear()
+        profiles._LAYOUT_CACHE.update(saved)
+
+
+def test_the_digits_are_parsed_once_per_process_and_each_caller_gets_its_own_array():
+    """The ranks of a simulation share one process; each builds its data (64 parses of the
+    gzipped CSV took 0.35 CPU-s of a 64-node run).  One parse, and a fresh array per call: a
+    rank that changes its copy (``digits`` scales the pixels in place) changes no other's."""
+    from impls.data import digits as d
+
+    d._parsed.cache_clear()
+    a = d.load_digits_array()
+    a[:, :64] /= 16.0
+    b = d.load_digits_array()
+    assert d._parsed.cache_info().misses == 1 and d._parsed.cache_info().hits == 1
+    assert b.shape == (1797, 65) and b[:, :64].max() == 16.0 and a[:, :64].max() == 1.0
+    x1, x2 = d.digits().train.tensors[0], d.digits().train.tensors[0]
+    assert float(x1.max()) == 1.0 and bool((x1 == x2).all())
+
+
+def test_a_launch_is_seen_to_end_when_it_ends_not_at_the_next_poll():
+    """The launcher's watch checks a run's timeout every ``POLL_S`` (0.5 s) but returns as soon
+    as the launch ends: a plan runs hundreds of simulations of 0.3-3 s one after another per
+    core, and sleeping to the next poll idled each core 0.25 s per run on average."""
+    from distrepro_wf.pipeline import runs
+
+    assert runs.POLL_S >= 0.5
+    proc = subprocess.Popen(["true"])
+    t0 = time.monotonic()
+    assert runs._watch(proc, [], timeout_s=60) == (None, None)
+    assert time.monotonic() - t0 < runs.POLL_S / 2 and proc.returncode == 0
+
+
+def test_a_simulation_runs_on_one_cpu_and_two_side_by_side_on_two(tmp_path):
+    """SimGrid runs each actor as a thread and hands control from one to the next: a cross-CPU
+    wake-up at every hand-off doubled a 64-node AR-SGD simulation's CPU time.  Every thread of a
+    simulation (the ranks' actors) runs on one CPU; a second simulation beside it claims another
+    (a lock per CPU); with none free it runs unpinned; the caller's CPU set comes back after."""
+    import os
+    import sys
+    import threading
+
+    import pytest
+
+    from impls.sim.engine import one_cpu
+
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        pytest.skip("one CPU: nothing to pin")
+    seen, go = {}, threading.Event()
+
+    def beside() -> None:  # another simulation of this machine, side by side (started unpinned)
+        go.wait()
+        with one_cpu(tmp_path) as b:
+            seen.update(b=b, beside=os.sched_getaffinity(0))
+
+    other = threading.Thread(target=beside)
+    other.start()
+    with one_cpu(tmp_path) as a:
+        t = threading.Thread(target=lambda: seen.update(thread=os.sched_getaffinity(0)))
+        t.start()
+        t.join()
+        go.set()
+        other.join()
+        assert os.sched_getaffinity(0) == {a} and seen["thread"] == {a}
+    assert a in allowed and seen["b"] in allowed and seen["b"] != a and seen["beside"] == {seen["b"]}
+    assert os.sched_getaffinity(0) == allowed
+    # every allowed CPU held by other simulations: unpinned
+    import fcntl
+
+    held = [open(tmp_path / f"cpu{k}.lock", "a") for k in sorted(allowed)]
+    for f in held:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with one_cpu(tmp_path) as none:
+        assert none is None and os.sched_getaffinity(0) == allowed
+    for f in held:
+        f.close()
+    # a real simulation's ranks: their actors' threads all on the CPU it claimed
+    code = ("import json, os, sys; from impls.sim.engine import run_actors; "
+            "from impls.sim.platforms import platform_config; "
+            "print(json.dumps(run_actors(platform_config('ethernet_10g'), 4, "
+            "lambda r, w: sorted(os.sched_getaffinity(0)))))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "run")})
+    assert p.returncode == 0, p.stderr[-2000:]
+    cpus = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(cpus) == 4 and all(c == cpus[0] for c in cpus) and len(cpus[0]) == 1 and cpus[0][0] in allowed

@@ -124,3 +124,64 @@ def test_a_simulation_runs_on_one_cpu_and_two_side_by_side_on_two(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     cpus = json.loads(p.stdout.strip().splitlines()[-1])
     assert len(cpus) == 4 and all(c == cpus[0] for c in cpus) and len(cpus[0]) == 1 and cpus[0][0] in allowed
+
+
+_STREAMS = r"""
+import json, torch
+import impls.backends.sim as sim
+from impls.backends.sim import SimBackend
+from impls.sim.engine import run_actors
+from impls.sim.platforms import platform_config
+
+saves = [0]
+orig = sim._rng_state
+def counted():
+    saves[0] += 1
+    return orig()
+sim._rng_state = counted
+
+def main(rank, world):
+    torch.manual_seed(100 + rank)
+    b = SimBackend(world, rank, list(range(8)))
+    x = torch.ones(64) * rank
+    got = [float(torch.rand(1))]
+    b.all_reduce(x)  # a blocking ring: 14 messages a rank
+    got.append(float(torch.rand(1)))
+    h = b.all_reduce(x, async_op=True)  # in a helper actor, while this rank draws
+    got.append(float(torch.rand(1)))
+    h.wait()
+    got.append(float(torch.rand(1)))
+    y = torch.zeros(4)  # gossip's point to point: a send right, a receive from the left
+    s = b.isend(torch.ones(4) * rank, (rank + 1) % 8)
+    b.irecv(y, (rank - 1) % 8).wait()
+    s.wait()
+    got.append(float(torch.rand(1)))
+    return got, float(x[0])
+
+out = run_actors(platform_config({"name": "ethernet_10g", "small_allreduce_bytes": 0}), 8, main)
+print(json.dumps({"out": out, "saves": saves[0]}))
+"""
+
+
+def test_a_collective_keeps_the_ranks_random_stream_once_not_per_message(tmp_path):
+    """Each rank draws from its own torch stream while the others run (every blocking call of a
+    rank keeps its stream: module docstring of impls.backends.sim).  A collective's schedule
+    draws nothing, so its stream is kept once around the schedule, not around each of its
+    blocking calls (a 64-node ring all-reduce: four a message, 126 messages a rank): 8 ranks,
+    two ring all-reduces and a send each, save the stream a dozen times per rank, not 4 x 14 x 2.  (Before,
+    the first use of a mailbox switched actors unkept: every rank continued the stream of the
+    rank that ran last, from its first collective or send on.)"""
+    import os
+    import sys
+
+    import torch
+
+    p = subprocess.run([sys.executable, "-c", _STREAMS], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    for rank, (got, summed) in enumerate(res["out"]):
+        g = torch.Generator().manual_seed(100 + rank)
+        assert got == [float(torch.rand(1, generator=g)) for _ in range(5)], rank  # its own stream, undisturbed
+        assert summed == 8 * sum(range(8))  # two all-reduces: the sum, then 8 times it
+    assert res["saves"] < 8 * 20, res["saves"]  # measured: 104

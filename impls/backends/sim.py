@@ -48,7 +48,8 @@ are simulated:
 Determinism: SimGrid schedules actors one at a time in a deterministic order, and
 every blocking call saves and restores torch's process-wide random generator for the
 actor (what model initialisation, dropout and torchvision's transforms draw from), so
-each rank draws from its own stream exactly as a process of its own would.  (The
+each rank draws from its own stream exactly as a process of its own would (a collective's
+schedule, which draws nothing, keeps it once around the whole schedule instead).  (The
 global generators of numpy and ``random`` are shared by the ranks of a simulation:
 saving them costs 20-140 us per call, and neither the runtime nor any method draws
 from them while training; everything seeded draws from its own generator.)
@@ -107,21 +108,54 @@ def flush_pending() -> None:
 
         s = _PENDING.pop(simgrid.this_actor.get_pid(), 0.0)
         if s > 0:
-            state = _rng_state()
-            try:
-                simgrid.this_actor.sleep_for(s)
-            finally:
-                _set_rng_state(state)
+            _switch(simgrid.this_actor.sleep_for, s)
+
+
+#: actors running a collective's schedule (by pid), which draws no random number: their blocking
+#: calls need not keep the actor's random stream (:func:`_stream_kept`)
+_KEPT: set[int] = set()
+
+
+def _switch(fn: Callable, *args: Any) -> Any:
+    """``fn(*args)``, which may switch actors, keeping this actor's random stream (module
+    docstring) unless the actor is inside :func:`_stream_kept`."""
+    if _KEPT:
+        import simgrid
+
+        if simgrid.this_actor.get_pid() in _KEPT:
+            return fn(*args)
+    state = _rng_state()
+    try:
+        return fn(*args)
+    finally:
+        _set_rng_state(state)
 
 
 def blocking(fn: Callable, *args: Any) -> Any:
     """Call a SimGrid operation that may switch actors, keeping this actor's random streams
     (after sleeping the actor's deferred op-cost delays)."""
     flush_pending()
+    return _switch(fn, *args)
+
+
+@contextmanager
+def _stream_kept() -> Iterator[None]:
+    """Around a collective's schedule (:meth:`SimBackend._collective`), which draws no random
+    number: the actor's random stream is kept once, here, rather than around each of its
+    blocking calls (a 64-node ring all-reduce makes 126 messages a rank and four blocking calls a
+    message).  Other actors keep theirs as ever, so none sees a difference."""
+    import simgrid
+
+    pid = simgrid.this_actor.get_pid()
+    if pid in _KEPT:  # nested: the outer one keeps it
+        yield
+        return
     state = _rng_state()
+    _KEPT.add(pid)
     try:
-        return fn(*args)
+        yield
     finally:
+        _KEPT.discard(pid)
         _set_rng_state(state)
 
 
@@ -147,8 +181,9 @@ class World:
         if mb is None:  # first use: create it, eager (the receiver is the destination's main actor)
             import simgrid
 
-            mb = self._boxes[name] = simgrid.Mailbox.by_name(name)
-            mb.set_receiver(self.actors[dst_global])
+            # both may switch actors (SimGrid answers them in its kernel): the stream is kept
+            mb = self._boxes[name] = _switch(simgrid.Mailbox.by_name, name)
+            _switch(mb.set_receiver, self.actors[dst_global])
         return mb
 
     def rendezvous(self, name: str):
@@ -158,7 +193,7 @@ class World:
         if mb is None:
             import simgrid
 
-            mb = self._boxes[name] = simgrid.Mailbox.by_name(name)
+            mb = self._boxes[name] = _switch(simgrid.Mailbox.by_name, name)  # may switch actors
         return mb
 
 
@@ -263,8 +298,9 @@ class _InActor:
         def body() -> None:  # closes over box and fn only (class docstring)
             _set_rng_state(state)
             try:
-                fn()
-                flush_pending()
+                with _stream_kept():  # a collective's schedule: no random draw
+                    fn()
+                    flush_pending()
             except BaseException as e:  # noqa: BLE001 - re-raised by wait()
                 box["error"] = e
             box["done"] = True
@@ -410,7 +446,8 @@ class SimBackend(Backend):
     def _collective(self, body: Callable[[str], None], async_op: bool):
         kind = f"c{next(self._seq) % 4096}"
         if not async_op:
-            body(kind)
+            with _stream_kept():  # a collective's schedule: no random draw
+                body(kind)
             return None
         return _InActor(lambda: body(kind), f"{self._gid}:{kind}@{self._me}")
 

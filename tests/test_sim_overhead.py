@@ -59,7 +59,7 @@ def test_the_digits_are_parsed_once_per_process_and_each_caller_gets_its_own_arr
 
 def test_a_launch_is_seen_to_end_when_it_ends_not_at_the_next_poll():
     """The launcher's watch checks a run's timeout every ``POLL_S`` (0.5 s) but returns as soon
-    as the launch ends: a plan runs hundreds of simulations of 0.3-3 s one after another per
+    as the launch ends: a plan runs hundreds of simulations of 0.4-8 s one after another per
     core, and sleeping to the next poll idled each core 0.25 s per run on average."""
     from distrepro_wf.pipeline import runs
 

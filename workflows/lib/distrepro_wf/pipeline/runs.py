@@ -504,7 +504,7 @@ def _watch(proc: subprocess.Popen, todo: list[dict[str, Any]], timeout_s: float)
     Snakemake process is gone.
 
     The checks run every :data:`POLL_S` seconds, but the launch's end is seen when it comes
-    (``proc.wait`` with that timeout, not a sleep): a plan's short simulations take 0.3-3 s each,
+    (``proc.wait`` with that timeout, not a sleep): a plan's short simulations take 0.4-8 s each,
     and a sleep of 0.5 s between polls left each one's lane idle for 0.25 s on average.
     """
     current, since = -1, time.time()

@@ -86,12 +86,17 @@ def one_cpu(locks: Path | None = None) -> Iterator[int | None]:
             break
     except OSError:  # no writable lock directory: unpinned
         pass
+    pinned = False
     if cpu is not None and len(allowed) > 1:
-        os.sched_setaffinity(0, {cpu})
+        try:
+            os.sched_setaffinity(0, {cpu})
+            pinned = True
+        except OSError:  # not permitted here (a sandbox): unpinned
+            cpu = None
     try:
         yield cpu
     finally:
-        if cpu is not None and len(allowed) > 1:
+        if pinned:
             os.sched_setaffinity(0, allowed)
         if held is not None:
             held.close()

@@ -115,6 +115,17 @@ def _train_resource(key):
     return lambda wc: _train_resources(wc.experiment, wc.nodes).get(key)
 
 
+def launch_resources(worlds):
+    """Slurm resources of a job that launches with the config's launcher, sized for the largest of
+    ``worlds`` (processes of a launch; None: a simulation, one process): what a train job of those
+    launches asks for (distrepro_wf.pipeline.launch.job_resources; none unless launcher.kind: slurm).
+    The plan's and probe's jobs (plan.smk, probe.smk) launch as train does, so they are sized so."""
+    try:
+        return {k: v for k, v in wflaunch.job_resources(worlds, LAUNCHER).items() if v is not None}
+    except ValueError as e:
+        raise WorkflowError(f"invalid configuration: {e}") from None
+
+
 # Slurm resources of each train job (launcher.kind: slurm; distrepro_wf.pipeline.launch.job_resources);
 # every launch must fit the layout (its ranks split evenly over the hosts it needs)
 TRAIN_SLURM_RESOURCES = {}

@@ -29,6 +29,8 @@ rule plan_points:
         members=lambda wc: plan_jobs.group(config, int(wc.nodes), int(wc.part)),
         timeout_s=LAUNCHER.get("timeout_s", 600),
     threads: 1  # one simulation at a time (one process each)
+    resources:
+        **launch_resources([None]),  # common.smk: under Slurm one task, as a simulated train job
     script:
         "../scripts/plan_points.py"
 
@@ -117,8 +119,7 @@ rule plan_verify:
         launcher=LAUNCHER,
     threads: max(VERIFY_NODES, default=1)  # one core per rank (scaled down to --cores)
     resources:
-        **({k: v for k, v in wflaunch.job_resources([max(VERIFY_NODES, default=1)], LAUNCHER).items() if v is not None}
-           if LAUNCHER.get("kind") == "slurm" else {}),
+        **launch_resources([max(VERIFY_NODES, default=1)]),  # common.smk: as a train job of that many ranks
     script:
         "../scripts/plan_verify.py"
 

@@ -63,13 +63,15 @@ def cluster(state_dir: Path) -> Iterator[dict]:
         assert stop.returncode == 0, stop.stdout + stop.stderr
 
 
-def snakemake(workdir: Path, cfg: dict, *args: str, env: dict | None = None,
-              configfile: str = "config.yaml") -> subprocess.Popen:
+def snakemake(workdir: Path, cfg: dict, *args: str, env: dict | None = None, configfile: str = "config.yaml",
+              also: tuple[str, ...] = ()) -> subprocess.Popen:
     """Snakemake in ``workdir`` (also its working directory, where a config's relative paths
-    point) on ``cfg``, written to ``workdir/configfile``; its output is the process's stdout."""
+    point) on ``cfg``, written to ``workdir/configfile``, and the config files ``also`` (of
+    ``workdir``) after it; its output is the process's stdout."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / configfile).write_text(yaml.safe_dump(cfg))
-    return subprocess.Popen([*SNAKEMAKE, "-d", str(workdir), "--configfile", str(workdir / configfile), *args],
+    files = [str(workdir / f) for f in (configfile, *also)]
+    return subprocess.Popen([*SNAKEMAKE, "-d", str(workdir), "--configfile", *files, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=workdir,
                             env={**os.environ, **(env or {})})
 

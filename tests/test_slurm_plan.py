@@ -8,10 +8,10 @@ one job, ``launcher.emulate_nodes``) is the cluster, and the commands are the us
    rank), whose ``srun`` starts a torchrun per task that rendezvous as on two machines; the
    probe file's figures are sane, and its provenance names that job (each rank's Slurm job and
    task), which Slurm's own record shows as 2 tasks, completed;
-2. ``snakemake --profile profiles/slurm verify`` on a plan that names the probe's file: the plan
-   takes its NIC rate and step time from it, its simulations run as one-task Slurm jobs sized as a
-   simulated train job, and its first method and AR-SGD run as one 2-task Slurm job with the same
-   launcher; verify.csv has their measured step times beside the predicted ones, and each run's
+2. ``snakemake --profile profiles/slurm verify --configfile plan.yaml probe.yaml`` (the probe's
+   config for its launcher) on a plan that names the probe's file: the plan takes its NIC rate
+   and step time from it, its simulations run as one-task Slurm jobs sized as a simulated train
+   job, and its first method and AR-SGD run as one 2-task Slurm job with the same launcher; verify.csv has their measured step times beside the predicted ones, and each run's
    provenance names that job.
 
 About 1.5-2 minutes on 2 cores, most of it Snakemake starting (here and inside each job) and the
@@ -46,8 +46,7 @@ PLAN = {"plan": {"name": "onslurm", "probe": "results/probe/slurmlocal.yaml", "m
                  "nodes": [2], "stragglers": ["none"], "methods": {"allreduce_sgd": {}, "dpsgd": {}}, "steps": 3,
                  "crossover": {"nodes": []}},
         "verify": {"methods": 1, "steps": 10, "warmup_steps": 2},
-        "stragglers": {"none": {"kind": "none"}},
-        "launcher": LAUNCHER}
+        "stragglers": {"none": {"kind": "none"}}}  # the launcher: the probe's config's (docs/plan.md's command)
 
 
 def _only(jobs: dict[str, str], rule: str) -> str:
@@ -88,8 +87,9 @@ def test_probe_then_a_plan_on_it_verified_under_slurm(slurm, tmp_path):
     assert list(meas["p2p"]) == ["0-1"] and meas["p2p_bandwidth_gbps"] > 0.01, meas
     t_probe = time.time() - t0
 
-    # 2. a plan on the probe's file, verified with the same launcher
-    rc, out = finish(snakemake(w, PLAN, *SLURM_ARGS, "verify", env=slurm, configfile="plan.yaml"))
+    # 2. a plan on the probe's file, verified with the same launcher: the probe's config named too
+    rc, out = finish(snakemake(w, PLAN, *SLURM_ARGS, "verify", env=slurm, configfile="plan.yaml",
+                               also=("probe.yaml",)))
     assert rc == 0, out[-5000:]
     rank = pd.read_csv(w / "results/plan/onslurm.csv")
     assert rank["nic_gbps"].tolist() == [plat["nic_gbps"]] * 2 and rank["compute_ms"].tolist() == [prof["step_ms"]] * 2

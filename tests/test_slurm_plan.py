@@ -71,6 +71,7 @@ def test_probe_then_a_plan_on_it_verified_under_slurm(slurm, tmp_path):
     rec = scontrol_job(probe_job)  # Slurm's record: one node, 2 tasks (the hosts), done
     assert (rec["NumNodes"], rec["NumTasks"], rec["JobState"]) == ("1", "2", "COMPLETED"), rec
     assert rec["MinMemoryNode"] == f"{2 * (400 + JOB_MEM_MB)}M", rec
+    assert rec["TimeLimit"] == "00:07:00", rec  # one launch: timeout_s (2 min) + 5
     log = (w / "results/logs/probe/slurmlocal.log").read_text()
     assert "srun --nodes=1 --ntasks=2 --overcommit" in log and "--nnodes=2 --nproc-per-node=1" in log, log[-3000:]
     doc = yaml.safe_load((w / "results/probe/slurmlocal.yaml").read_text())
@@ -104,6 +105,7 @@ def test_probe_then_a_plan_on_it_verified_under_slurm(slurm, tmp_path):
     verify_job = _only(submitted(out, "plan_verify"), "plan_verify")
     rec = scontrol_job(verify_job)
     assert (rec["NumNodes"], rec["NumTasks"], rec["JobState"]) == ("1", "2", "COMPLETED"), rec
+    assert rec["TimeLimit"] == "00:09:00", rec  # at most 2 runs (1 cell x (1 method + AR-SGD)) x 2 min + 5
     t = pd.read_csv(w / "results/plan/onslurm/verify.csv")
     first = rank.sort_values("rank")["method"].iloc[0]
     expected = [first] + ([] if first == "allreduce_sgd" else ["allreduce_sgd"])

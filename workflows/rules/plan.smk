@@ -103,6 +103,7 @@ if PLAN and ("verify" in config or VERIFY_TARGETED):
     except ConfigError as e:
         raise WorkflowError(f"invalid configuration: {e}") from None
 VERIFY_NODES = VERIFY["nodes"] if VERIFY else []
+VERIFY_RUNS = plan_verify.max_runs(VERIFY) if VERIFY else 1
 
 
 rule plan_verify:
@@ -120,6 +121,7 @@ rule plan_verify:
     threads: max(VERIFY_NODES, default=1)  # one core per rank (scaled down to --cores)
     resources:
         **launch_resources([max(VERIFY_NODES, default=1)]),  # common.smk: as a train job of that many ranks
+        runtime=launch_runtime(VERIFY_RUNS),  # at most that many runs, one after another
     script:
         "../scripts/plan_verify.py"
 

@@ -23,6 +23,7 @@ rule probe_cluster:
         # under Slurm a job of the probe's ranks, as a train job of as many (common.smk): its hosts as
         # tasks, which the probe's srun starts one torchrun each on
         **launch_resources([PROBE_RANKS]),
+        runtime=launch_runtime(1),  # one launch (common.smk)
     script:
         "../scripts/probe.py"
 

@@ -101,3 +101,13 @@ def netns_skip_reason() -> str | None:
 
 #: a test that builds network namespaces (``distrepro_wf.bench.netns``)
 needs_netns = pytest.mark.skipif(netns_skip_reason() is not None, reason=str(netns_skip_reason()))
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A real local Slurm for the test module (``tests/slurm_local.py``; skipped where it cannot
+    run): the environment additions of commands run against it."""
+    from slurm_local import cluster
+
+    with cluster(tmp_path_factory.mktemp("slurm-local")) as env:
+        yield env

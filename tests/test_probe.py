@@ -81,6 +81,9 @@ def test_summarize_gives_the_platform_and_profile_of_the_timings():
     assert set(doc["measured"]["p2p"]) == {"0-1", "0-2", "0-3"}
     assert doc["profile"] == {"step_ms": 115.0, "model_mb": 97.5, "batch": 32}  # median over ranks
     assert doc["provenance"]["hosts"] == META["hosts"] and doc["provenance"]["backend"] == "gloo"
+    # where each rank ran (impls.runtime.provenance.rank_map): under Slurm, its job and task
+    ranks = [{"rank": r, "host": h, "slurm": {"job_id": 7, "task": r}} for r, h in enumerate(META["hosts"])]
+    assert probe.summarize(_rows(), {**META, "ranks": ranks}, "lab")["provenance"]["ranks"] == ranks
 
 
 def test_the_nic_rate_is_what_the_links_carried_when_every_rank_communicated():
@@ -162,6 +165,10 @@ def test_a_real_two_rank_probe_writes_a_file_a_plan_validates_with(tmp_path):
     doc = yaml.safe_load(out.read_text())
     assert doc["provenance"]["world"] == 2 and doc["provenance"]["backend"] == "gloo"
     assert len(doc["provenance"]["hosts"]) == 2 and (tmp_path / "results/probe/loop.csv").is_file()
+    # where each rank ran, as a run's provenance.json has it (locally: no Slurm job)
+    ranks = doc["provenance"]["ranks"]
+    assert [(r["rank"], r["local_rank"], r["local_world_size"]) for r in ranks] == [(0, 0, 2), (1, 1, 2)]
+    assert not any("slurm" in r for r in ranks)
     assert doc["platform"]["nic_gbps"] > 0 and doc["platform"]["latency_us"] > 0 and doc["profile"]["step_ms"] > 0
     assert [a["bytes"] for a in doc["measured"]["all_reduce"]] == [1000.0, 100000.0]
     plan = copy.deepcopy(PLAN)

@@ -31,22 +31,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from distrepro_wf.pipeline.launch import JOB_MEM_MB
+from slurm_local import SLURM_ARGS, finish, scontrol_job, snakemake, submitted
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
-SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 
 GRID = {
     "experiments": {
@@ -72,53 +68,7 @@ GRID = {
 LOCAL = {**GRID, "launcher": {"kind": "local", "timeout_s": 300, "backend": "gloo"}}
 SLURM = {**GRID, "launcher": {"kind": "slurm", "timeout_s": 300, "gpus_per_node": 2, "emulate_nodes": True,
                               "backend": "gloo", "mem_mb_per_rank": 400, "mem_mb_simulated": 600}}
-# test speed only: the first status check after 1 s (the profile's 40 s suits a real cluster)
-SLURM_ARGS = ["--profile", str(ROOT / "profiles/slurm"), "--slurm-status-command", "squeue",
-              "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1"]
 KEYS = ["experiment", "method", "nodes", "straggler", "seed"]
-
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root: scripts/slurm-local.sh runs the Slurm daemons as root"
-    if not shutil.which("slurmctld") and not shutil.which("apt-get"):
-        return "Slurm is not installed and there is no apt-get to install it (scripts/slurm-local.sh)"
-    if Path("/etc/slurm/slurm.conf").exists():
-        return "/etc/slurm/slurm.conf exists: this machine belongs to a real Slurm cluster"
-    return None
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    # 6 CPUs declared on this machine's 2 (the jobs below ask for 1 + 2 + 2 + 1): the four
-    # train jobs run side by side, as the local profile runs more ranks than cores
-    env = {**os.environ, "DISTREPRO_SLURM_DIR": str(tmp_path_factory.mktemp("slurm-local")),
-           "DISTREPRO_SLURM_CPUS": "6"}
-    start = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True, env=env, timeout=600)
-    try:
-        assert start.returncode == 0, start.stdout + start.stderr
-        # no SLURM_CONF: client commands here and inside jobs find the config as a user's would
-        # (configless slurmd's cache, /run/slurm/conf)
-        yield {}
-    finally:
-        stop = subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True, text=True, env=env, timeout=120)
-        assert stop.returncode == 0, stop.stdout + stop.stderr
-
-
-def snakemake(workdir: Path, cfg: dict, *args: str, env: dict | None = None) -> subprocess.Popen:
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    return subprocess.Popen([*SNAKEMAKE, "-d", str(workdir), "--configfile", str(workdir / "config.yaml"), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
-
-
-def finish(proc: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
-    out, _ = proc.communicate(timeout=timeout)
-    return proc.returncode, out
 
 
 def wait_for(cond, proc: subprocess.Popen, what: str, timeout: float = 300) -> None:
@@ -149,12 +99,6 @@ def processes_in(workdir: Path) -> list[str]:
     return out
 
 
-def scontrol_job(job_id: str) -> dict[str, str]:
-    """Slurm's record of a job (finished jobs stay for MinJobAge = 300 s)."""
-    out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, check=True).stdout
-    return dict(re.findall(r"(\S+?)=(\S*)", out))
-
-
 # the numbers a run produces (not its timings): they must not depend on where it ran
 VALUES = {"runs": ["final_acc", "best_acc", "final_train_loss", "final_val_loss", "bytes_sent_per_epoch",
                    "epochs_to_target"],
@@ -168,11 +112,6 @@ def tables(workdir: Path) -> dict[str, pd.DataFrame]:
         keys = KEYS + (["epoch"] if name == "epochs" else [])
         out[name] = df[keys + values].sort_values(keys).reset_index(drop=True)
     return out
-
-
-def submitted(out: str) -> dict[str, str]:
-    """{wildcards: Slurm job id} of the train jobs an invocation submitted (its output says so)."""
-    return {w: i for i, w in re.findall(r"has been submitted with SLURM jobid (\d+) \(log: \S*/rule_train/(\w+?)/", out)}
 
 
 def ranks(workdir: Path, experiment: str, method: str, nodes: int, straggler: str) -> list[dict]:

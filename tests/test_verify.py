@@ -83,6 +83,7 @@ def test_the_first_methods_of_each_cell_and_the_baseline_are_chosen():
     assert got[got["straggler"] == "none"]["method"].tolist() == ["osgp", "sgp", "allreduce_sgd"]
     assert got[got["straggler"] == "slow"]["method"].tolist() == ["allreduce_sgd", "sgp"]  # no repeat
     assert set(got["nodes"]) == {4}
+    assert len(got) == 5 and verify.max_runs(v) == 6  # the Slurm job's time limit: 2 cells x (2 methods + AR-SGD)
     assert got.set_index(["straggler", "method"]).loc[("none", "osgp"), "predicted_step_ms"] == 90
     assert got.set_index(["straggler", "method"]).loc[("none", "allreduce_sgd"), "plan_rank"] == 4
 

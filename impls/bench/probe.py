@@ -14,7 +14,9 @@ rank per node, it times on the ranks' own transport (the :class:`~impls.backends
 
 Rank 0 writes ``--out``: one CSV row per repetition (``kind`` all_reduce / p2p / step,
 ``bytes``, ``peer``, ``rep``, ``seconds``) and a JSON sidecar (``--out`` with ``.json``) of the
-provenance: host names, world size, transport, date, the step's row (model size).  Turning
+provenance: host names, world size, transport, date, the step's row (model size), and where each
+rank ran (``ranks``: :func:`impls.runtime.provenance.rank_map`, as a run's ``provenance.json``:
+host, pid, torchrun's node and local rank, and under Slurm the job, task and node).  Turning
 them into a platform and a profile is :mod:`distrepro_wf.plan.probe`'s (nccl-tests' bus
 bandwidth, the latency and per-message overhead fit).
 
@@ -98,6 +100,7 @@ def step_time(workload: dict[str, Any], batch: int | None, device: Any, threads:
 
 def main(argv: list[str] | None = None) -> None:
     from ..backends import backend_of, current_backend
+    from ..runtime.provenance import rank_map
 
     ap = argparse.ArgumentParser(prog="python -m impls.bench.probe", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("a probe needs at least 2 ranks (run it under torchrun)")
     device = backend_of(args.backend).device(args.backend)
     hosts = backend.all_gather_object(socket.gethostname())
+    ranks = rank_map(backend)  # where each rank ran: torchrun's node and local rank, Slurm's job and task
     rows = all_reduce_times(backend, _floats(args.sizes), args.reps, device=device)
     rows += p2p_times(backend, _floats(args.p2p_sizes), args.reps, device=device)
     step = step_time(json.loads(args.workload), args.batch, device, args.threads)
@@ -129,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         meta = {"hosts": hosts, "world": backend.world, "backend": backend.name, "device": str(device),
                 "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "model": step.get("model"), "model_mb": float(step["model_mb"]), "batch": step.get("rows"),
-                "threads": args.threads}
+                "threads": args.threads, "ranks": ranks}
         with open(args.out.rsplit(".", 1)[0] + ".json", "w") as f:
             json.dump(meta, f, indent=1)
     backend.barrier()

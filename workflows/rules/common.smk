@@ -115,6 +115,26 @@ def _train_resource(key):
     return lambda wc: _train_resources(wc.experiment, wc.nodes).get(key)
 
 
+def launch_resources(worlds):
+    """Slurm resources of a job that launches with the config's launcher, sized for the largest of
+    ``worlds`` (processes of a launch; None: a simulation, one process): what a train job of those
+    launches asks for (distrepro_wf.pipeline.launch.job_resources; none unless launcher.kind: slurm).
+    The plan's and probe's jobs (plan.smk, probe.smk) launch as train does, so they are sized so."""
+    try:
+        return {k: v for k, v in wflaunch.job_resources(worlds, LAUNCHER).items() if v is not None}
+    except ValueError as e:
+        raise WorkflowError(f"invalid configuration: {e}") from None
+
+
+def launch_runtime(runs):
+    """Slurm runtime (minutes) of a job that launches ``runs`` runs (a number, or a function of the
+    job's wildcards) with the config's launcher: each may take launcher.timeout_s, plus 5 minutes
+    (Snakemake and torchrun starting), times the attempt (a job Slurm killed at its time limit gets
+    twice as long when retried).  Train, probe and verify jobs (train.smk, probe.smk, plan.smk)."""
+    timeout_s = int(LAUNCHER.get("timeout_s", 3600))
+    return lambda wc, attempt: attempt * ((runs(wc) if callable(runs) else int(runs)) * timeout_s // 60 + 5)
+
+
 # Slurm resources of each train job (launcher.kind: slurm; distrepro_wf.pipeline.launch.job_resources);
 # every launch must fit the layout (its ranks split evenly over the hosts it needs)
 TRAIN_SLURM_RESOURCES = {}

@@ -29,6 +29,8 @@ rule plan_points:
         members=lambda wc: plan_jobs.group(config, int(wc.nodes), int(wc.part)),
         timeout_s=LAUNCHER.get("timeout_s", 600),
     threads: 1  # one simulation at a time (one process each)
+    resources:
+        **launch_resources([None]),  # common.smk: under Slurm one task, as a simulated train job
     script:
         "../scripts/plan_points.py"
 
@@ -101,6 +103,7 @@ if PLAN and ("verify" in config or VERIFY_TARGETED):
     except ConfigError as e:
         raise WorkflowError(f"invalid configuration: {e}") from None
 VERIFY_NODES = VERIFY["nodes"] if VERIFY else []
+VERIFY_RUNS = plan_verify.max_runs(VERIFY) if VERIFY else 1
 
 
 rule plan_verify:
@@ -117,8 +120,8 @@ rule plan_verify:
         launcher=LAUNCHER,
     threads: max(VERIFY_NODES, default=1)  # one core per rank (scaled down to --cores)
     resources:
-        **({k: v for k, v in wflaunch.job_resources([max(VERIFY_NODES, default=1)], LAUNCHER).items() if v is not None}
-           if LAUNCHER.get("kind") == "slurm" else {}),
+        **launch_resources([max(VERIFY_NODES, default=1)]),  # common.smk: as a train job of that many ranks
+        runtime=launch_runtime(VERIFY_RUNS),  # at most that many runs, one after another
     script:
         "../scripts/plan_verify.py"
 

@@ -35,8 +35,7 @@ rule train:
     threads: group_processes  # one core per rank (a simulation: one); scaled down to --cores
     resources:
         ranks=group_processes,
-        runtime=lambda wc, attempt: attempt
-        * (len(group_members(wc)) * int(LAUNCHER.get("timeout_s", 3600)) // 60 + 5),
+        runtime=launch_runtime(lambda wc: len(group_members(wc))),  # common.smk
         **TRAIN_SLURM_RESOURCES,  # common.smk
     script:
         "../scripts/train.py"

@@ -23,7 +23,9 @@ flow, which gets :data:`impls.sim.platforms.BANDWIDTH_FACTOR` of its link, moves
 measured bandwidth: the point-to-point one, or the largest all-reduce's bus bandwidth where
 that is lower, i.e. where the links carry less when every rank communicates at once, as in
 training: ``measured.nic_from`` says which);
-its ``profile`` what a plan's ``model`` takes (``step_ms``, ``model_mb``, ``batch``).  A plan
+its ``profile`` what a plan's ``model`` takes (``step_ms``, ``model_mb``, ``batch``); its
+``provenance`` where the figures come from (hosts, world, transport, device, date, the raw CSV,
+and ``ranks``: each rank's place, with its Slurm job, task and node when launched under Slurm).  A plan
 names the file as ``plan.probe`` (:func:`load`; :func:`distrepro_wf.plan.config.with_probe`).
 """
 
@@ -104,7 +106,8 @@ def summarize(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], cluste
                     for peer, f in pairs.items()},
             "step_ms_per_rank": [r6(s) for s in steps],
         },
-        "provenance": {**{k: meta[k] for k in ("hosts", "world", "backend", "device", "date", "threads") if k in meta},
+        "provenance": {**{k: meta[k] for k in ("hosts", "world", "backend", "device", "date", "threads", "ranks")
+                          if k in meta},
                        **({"workload": meta["workload"]} if "workload" in meta else {}),
                        **({"raw": raw} if raw else {})},
     }

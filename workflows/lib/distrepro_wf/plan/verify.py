@@ -103,6 +103,13 @@ def workload(v: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[str, Any]:
     return wl
 
 
+def max_runs(v: Mapping[str, Any]) -> int:
+    """The most real runs a verification makes (:func:`chosen`: in each cell, ``verify.nodes`` x
+    ``verify.stragglers``, its first ``methods`` methods and the baseline), before the plan ranks
+    them: what its Slurm job's time limit allows for (``workflows/rules/plan.smk``)."""
+    return len(v["nodes"]) * len(v["stragglers"]) * (int(v["methods"]) + 1)
+
+
 def chosen(rank: pd.DataFrame, v: Mapping[str, Any]) -> pd.DataFrame:
     """The ranking's rows to verify: in each verified cell its first ``methods`` methods and the
     baseline (``plan_rank`` and ``predicted_step_ms`` from the ranking)."""

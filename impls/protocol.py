@@ -151,6 +151,12 @@ class Algorithm:
     #: who averages with whom follow the ranks' speeds), so a closed form that scales time per step
     #: cannot say where a time-to-target verdict flips (``distrepro_wf.claims.sensitivity``)
     timing_dependent: ClassVar[bool] = False
+    #: its exchange runs across steps (a round sent at one step is absorbed at a later one, OSGP's)
+    #: and an epoch's end drains it, so an epoch's first step waits for no exchange: an epoch of
+    #: ``S`` steps is shorter than ``S`` steady steps by up to one exchange.  Its closed form
+    #: (:meth:`step_cost`) is the steady step, and a short run is read at its steady steps
+    #: (``distrepro_wf.claims.sweep.epoch_time``)
+    pipelined: ClassVar[bool] = False
     #: configurations whose closed form has a name of its own, ``{name: config values}`` (e.g.
     #: ``signum_mv``'s all-gather: ``{"signum_mv_allgather": {"aggregation": "allgather"}}``):
     #: :meth:`step_cost` receives the values as options

@@ -1299,9 +1299,11 @@ def test_closed_form_prediction_of_a_straggler_on_real_ranks():
 def test_closed_form_prediction_of_a_straggler_on_the_simulated_platform():
     """adpsgd_sim (shared_hpc, 16 nodes, ResNet-50's layout; the measured figures of issue 31's run:
     compute 107 ms of a 294 ms step without straggler, 3 seeds): the calibrated closed form
-    reproduces the measured step without straggler and predicts 1.632 with one 4x-slow worker,
+    reproduces the measured step without straggler and predicts 1.681 with one 4x-slow worker,
     below the 2.09 of a step that hides nothing more (1 + (4 - z) C/T): its overlapped buckets hide
-    more of the all-reduce behind the slow worker's longer backward pass.  Measured: 1.542."""
+    more of the all-reduce behind the slow worker's longer backward pass.  Measured: 1.542.  (1.632
+    before the closed form counted the staging of each bucket, 17 ms a step that the slow worker
+    pays on top of its 4x compute and the calibrated network no longer hides.)"""
     from distrepro_wf.claims import closedform as cf
     from distrepro_wf.claims import predict, sensitivity
 
@@ -1309,7 +1311,7 @@ def test_closed_form_prediction_of_a_straggler_on_the_simulated_platform():
     c = next(x for x in wfpublished.load(cfg).claims if x["id"] == "ar_slowed_by_straggler")
     runs = _straggler_runs("allreduce_sgd", 16, 9.4148, 14.520, 3.4138 / 9.4148, steps=32)
     got = predict.predict(c, cfg, runs, 16, "slow1x4")
-    assert got.value == pytest.approx(1.632, abs=2e-3)
+    assert got.value == pytest.approx(1.681, abs=2e-3)
     p = sensitivity.nominal_point(cfg, "adpsgd_sim", 16, "none").with_(compute_s=3.4138 / 32, overlap=1.0)
     step = lambda q: cf.step_s("allreduce_sgd", q)  # noqa: E731
     q, k = predict.calibrate(step, p, 9.4148 * 1.002 / 32)

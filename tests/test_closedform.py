@@ -29,8 +29,10 @@ def test_ring_allreduce_alpha_beta():
     ("sgp", 0.30005),  # 0.2 + (50e-6 + 0.1): one message to one peer, not overlapped
     ("osgp", 0.2),  # max(0.2, 0.10005): the exchange hides behind compute
     ("dpsgd", 0.20005),  # max(0.2, 50e-6 + 2B/bw = 0.20005): two neighbours through one NIC
-    # 8 / (4 passive / 0.2 + 4 active / max(0.2, 2 x 0.10005)): the active ones wait for a request and a reply
-    ("adpsgd", 0.2000499875031),
+    # 8 / (4 passive / 0.2 + 4 active / (E + (2/3) E/2)), E = 2 x 0.10005: an active worker waits for a request
+    # and a reply, and with 3 partners finds its passive busy with one of the 2 others' exchanges (a third of
+    # the time each, communication-bound) for half of one
+    ("adpsgd", 8 / (4 / 0.2 + 4 / (0.2001 + 2 / 3 * 0.2001 / 2))),
     ("ps_sync", 1.8001),  # 0.2 + 2 (50e-6 + 8 x 0.1): the server's NIC in and out
     ("signum_mv", 0.2501),  # 0.2 + 2 (50e-6 + 8 x 0.1/32)
     ("signum_mv_allgather", 0.222225),  # 0.2 + 7 (50e-6 + 0.1/32)
@@ -39,13 +41,44 @@ def test_step_time_per_method(alg, expected):
     assert cf.step_s(alg, P) == pytest.approx(expected, abs=1e-12)
 
 
+# P with the op costs a simulated rank pays (impls.sim.opcost): staging at 10 GB/s (sigma = 0.01 s a
+# message, one way), arithmetic at 100 GB/s (1 ms a pass over B), copies at 50 GB/s (2 ms a pass), an
+# optimizer step of 5 passes (SGD with momentum) and a coupled weight decay (an L2 term of 3 passes)
+Q = P.with_(stage_bandwidth=10e9, mem_bandwidth=100e9, copy_bandwidth=50e9, optim_passes=5, weight_decay=True)
+
+
+@pytest.mark.parametrize("alg,opts,expected", [
+    # 0.2 + 2 sigma (each bucket staged out and back before its ring) + 0.1757 + the optimizer's 5 ms
+    ("allreduce_sgd", {}, 0.4007),
+    # 0.30005 + arith (L2 3, optimizer 5, share 2, sum 3, de-bias 2: 15 ms) + copies (vector 2, sum 1:
+    # 6 ms) + staging (one message in, one out: 20 ms) = 0.30005 + 0.041
+    ("sgp", {}, 0.34105),
+    ("osgp", {}, 0.241),  # max(0.2 + 0.041, 0.10005): the rank's own work beside the wire
+    # ring, 2 neighbours: max(0.2, 0.20005) + arith (share 2, sums 6, L2 3, optimizer 5: 16 ms) + copies
+    # (flatten 1, sum 1: 4 ms) + staging (2 in, 2 out: 40 ms)
+    ("dpsgd", {}, 0.26005),
+    ("dpsgd", {"order": "step_then_mix", "neighbours": 2}, 0.46005),  # 0.2 + 0.20005 + 0.06: nothing hidden
+    # passive t = 0.2 + read 0.002 + own (copies 3: 6 ms, L2 and optimizer: 8 ms) = 0.216; active: the exchange
+    # E = 2 x 0.10005 + 2 sigma + averages (2 copies: 4 ms, 11 passes: 11 ms) = 0.2351 against 0.214, busy
+    # rho = E / (0.002 + E), and the collisions' wait (2/3) rho E/2: t = 0.002 + E + (2/3) rho E/2
+    ("adpsgd", {}, 8 / (4 / 0.216 + 4 / (0.2371 + 2 / 3 * 0.2351 / 0.2371 * 0.2351 / 2))),
+    # the server posts the next push's receive once it has staged its reply: 8 (max(sigma, D) + sigma) = 0.88,
+    # against the workers' 0.2 + 2 (sigma + D + alpha) = 0.4201
+    ("ps_async", {}, 0.88),
+])
+def test_closed_forms_count_the_op_costs_their_ranks_pay(alg, opts, expected):
+    assert cf.step_s(alg, Q, **opts) == pytest.approx(expected, abs=1e-9)
+    assert cf.step_s(alg, Q.with_(stage_bandwidth=math.inf, mem_bandwidth=math.inf, copy_bandwidth=math.inf)) \
+        == pytest.approx(cf.step_s(alg, P), abs=1e-4)  # free op costs: P's step (ps_async: + n o = 0)
+
+
 def test_step_time_overlap_straggler_jitter():
     # overlap 1 hides 2/3 x 0.2 = 0.13333 of the ring: 0.2 + 0.1757 - 0.133333 = 0.2423667
     assert cf.step_s("allreduce_sgd", P.with_(overlap=1.0)) == pytest.approx(0.24236667, abs=1e-8)
     # a 4x straggler: a synchronous step waits for it (0.8 + 0.1757); AD-PSGD loses its share (the
-    # straggler active): 8 / (4 / 0.2 + 1 / 0.8 + 3 / 0.2001) = 0.2207353
+    # straggler active): 8 / (4 / 0.2 + 1 / 0.8 + 3 / (0.2001 + (2/3) 0.2001 / 2)) = 0.2461964
     assert cf.step_s("allreduce_sgd", P.with_(slow_factor=4.0)) == pytest.approx(0.9757, abs=1e-12)
-    assert cf.step_s("adpsgd", P.with_(slow_factor=4.0)) == pytest.approx(0.2207353, abs=1e-7)
+    assert cf.step_s("adpsgd", P.with_(slow_factor=4.0)) == pytest.approx(8 / (20 + 1.25 + 3 / 0.2668), abs=1e-7)
     # jitter 3 %, 8 draws: sigma = 0.029993, Blom z_8 = 1.4236 -> factor 1.04349
     assert cf.expected_max_factor(8, 0.03) == pytest.approx(1.04349, abs=1e-5)
     assert cf.step_s("unknown_method", P) is None
@@ -473,3 +506,19 @@ def test_a_harness_check_that_does_not_pass_is_not_reproduced():
     # without an interval the estimate decides
     assert wfclaims.label_row(c, CONFIG, _row("inconclusive", 1.2, math.nan, math.nan))["status"] == "not reproduced"
     assert wfclaims.label_row(c, CONFIG, _row("inconclusive", 0.9, math.nan, math.nan))["status"] == "reproduced"
+
+
+def test_the_nominal_point_carries_the_workloads_optimizer():
+    """The point's optimizer terms are the experiment's workload's: sgp_sim's SGD with momentum (5
+    passes) and weight decay 1e-4; ps_bottleneck's plain SGD (3 passes); a config without a workload
+    (SIM): none."""
+    from conftest import ROOT
+    from distrepro_wf.pipeline.yamlio import load_yaml
+
+    config = load_yaml(ROOT / "config" / "config.yaml")
+    p = sens.nominal_point(config, "sgp_sim", 8, "none")
+    assert (p.optim_passes, p.weight_decay) == (5.0, True)
+    q = sens.nominal_point(config, "ps_bottleneck", 8, "none")
+    assert (q.optim_passes, q.weight_decay) == (3.0, True)
+    r = sens.nominal_point(CONFIG, "simx", 8, "none")
+    assert (r.optim_passes, r.weight_decay) == (0.0, False)

@@ -19,8 +19,10 @@ of compute, so the overlap and the straggler both matter.  About 10 s of CPU.
 
 At the preset's nominal efficiency (0.456) OSGP with a 4x straggler is communication-bound too
 (a 190 ms exchange against 160 ms of compute), and there its closed form, ``max(C_2, m(B))``,
-misses: the simulation takes 0.27 s a step, 0.19 closed-form (1.21x at a 2x straggler, exact
-without one).  Kept as a strict xfail until OSGP's closed form models it."""
+misses: the simulation takes 0.30 s a steady step (read as the sweep reads OSGP:
+:func:`distrepro_wf.claims.sweep.epoch_time`; 0.27 over its 6-step epochs), 0.19 closed-form
+(over the epochs: 1.21x at a 2x straggler, exact without one).  Kept as a strict xfail until
+OSGP's closed form models it."""
 
 from __future__ import annotations
 

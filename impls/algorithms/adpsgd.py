@@ -84,7 +84,8 @@ from dataclasses import dataclass, field
 import torch
 from torch._utils import _flatten_dense_tensors
 
-from ..families.gossip import add_weight_decay, local_sgd
+from ..comm.communicator import STAGE_PASSES
+from ..families.gossip import add_weight_decay, local_sgd, local_step_ops_s
 from ..protocol import Algorithm, StepContext
 from ..comm.topology import BipartiteExponential
 from ..comm import stepcost as sc
@@ -92,6 +93,12 @@ from . import register
 
 #: the share of the workers that are active (send their model) at a time: bipartite pairs
 ACTIVE_SHARE = 0.5
+#: AD-PSGD's own op costs, in passes over the model (op-cost model), charged where they run:
+#: ``x_i`` into the parameters (a copy), the parameters back into ``x_i`` (the flatten, the copy in)
+TO_PARAMS, FROM_PARAMS = {"copy": 1}, {"copy": 2}
+#: the pairwise average of an active worker (the copy out, the difference, the add) and of a
+#: passive one (the copy out, the add, the halving)
+ACTIVE_AVERAGE, PASSIVE_AVERAGE = {"copy": 1, "arith": 6}, {"copy": 1, "arith": 5}
 
 
 @dataclass
@@ -107,21 +114,53 @@ class ADPSGD(Algorithm):
     timing_dependent = True  # who averages with whom, and how stale, follows the ranks' speeds
 
     @classmethod
-    def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float:
+    def closed_form_options(cls, spec) -> dict:
+        """How an active worker picks its partner (``peer_selection``): random picks collide."""
+        return {k: str(spec[k]) for k in ("peer_selection",) if k in spec}
+
+    @classmethod
+    def step_cost(cls, p: sc.Point, peers: int = 1, peer_selection: str = "random", **opts) -> float:
         """Asynchronous pairwise averaging: a shared epoch's worker steps come at the workers'
         summed rate, ``T = n / sum_i 1/t_i`` a step of every worker.  A passive worker (half of
         them, :data:`ACTIVE_SHARE`) only computes (its background activity answers requests):
         ``t = C``; an active one waits for its average, a request and then the reply, each
         ``m(B)``, overlapped with its compute: ``t = max(C f, 2 m(B))``.  The straggler (``f =
         F``) is an active worker: the run's default straggler is the last rank, odd, and odd
-        ranks are the active ones (:class:`~impls.comm.topology.BipartiteExponential`)."""
+        ranks are the active ones (:class:`~impls.comm.topology.BipartiteExponential`).
+
+        Op costs, on the timeline that pays them: a worker's own step (``x_hat`` into the
+        parameters, then under the lock ``x_i`` in, the local step and ``x_i`` back out:
+        ``own``) follows its compute, so a passive ``t = C + own``; an active one reads ``x_hat``
+        (a copy), then ``t = max(C f + own', exchange)``, where the exchange pays the staging of
+        the request and of the reply before each leaves and both sides' averages
+        (:data:`ACTIVE_AVERAGE`, :data:`PASSIVE_AVERAGE`; a receive's staging is slept while
+        the receiver waits for the message, hidden).
+
+        Collisions (``peer_selection: random``): a passive worker answers one request at a time
+        and is held for a whole exchange ``E`` (its reply is a blocking send), so a request finds
+        its passive busy with one of the other ``d - 1`` active neighbours (``d``: the graph's
+        partners of an active worker) when that one picked it (``1/d``) and is in an exchange
+        (``rho = E / t``, 1 when communication-bound), and waits for the rest of it (``E/2``):
+        ``t = read + max(C f + own', E + (d-1)/d rho E/2)`` (4 nodes, ``d = 2``: ``1.25 E``;
+        simulated at ``adpsgd_sim``'s nominal point: 2 of 6 exchanges waited a whole ``E``,
+        ``1.30 E``).  ``cyclic`` partners at the same step are distinct: no wait."""
         n = p.nodes
         if n < 2:
             return p.compute_s * p.slow_factor
-        exchange = 2 * sc.message_s(p, p.model_bytes, sc.pair_flows(p, ACTIVE_SHARE))
+        read = sc.ops_s(p, **TO_PARAMS)
+        own = sc.ops_s(p, **TO_PARAMS) + sc.ops_s(p, **FROM_PARAMS) + local_step_ops_s(p)
+        exchange = (2 * sc.message_s(p, p.model_bytes, sc.pair_flows(p, ACTIVE_SHARE))
+                    + sc.ops_s(p, stage=2 * STAGE_PASSES["send"]) + sc.ops_s(p, **ACTIVE_AVERAGE)
+                    + sc.ops_s(p, **PASSIVE_AVERAGE))
+        wait = 0.0
+        if peer_selection == "random":
+            d = len(BipartiteExponential(n).active_peers(1))
+            rho = min(1.0, exchange / (read + max(p.compute_s + own, exchange)))
+            wait = (d - 1) / d * rho * exchange / 2
         active = round(n * ACTIVE_SHARE)
         factors = [p.slow_factor] + [1.0] * (active - 1)
-        rate = (n - active) / p.compute_s + sum(1 / max(p.compute_s * f, exchange) for f in factors)
+        rate = ((n - active) / (p.compute_s + read + own)
+                + sum(1 / (read + max(p.compute_s * f + own, exchange + wait)) for f in factors))
         return n / rate
     optimizer_use = "local_then_mix"
 
@@ -163,12 +202,12 @@ class ADPSGD(Algorithm):
         for p in self.params:
             p.copy_(self.x[i:i + p.numel()].view_as(p))
             i += p.numel()
-        self.comm.clock.charge_op("copy", self.x.numel() * self.x.element_size())
+        self.comm.clock.charge_op("copy", TO_PARAMS["copy"] * self.x.numel() * self.x.element_size())
 
     @torch.no_grad()
     def _from_params(self) -> None:
         self.x.copy_(_flatten_dense_tensors([p.detach() for p in self.params]))
-        self.comm.clock.charge_op("copy", 2 * self.x.numel() * self.x.element_size())  # flatten, copy in
+        self.comm.clock.charge_op("copy", FROM_PARAMS["copy"] * self.x.numel() * self.x.element_size())
 
     # -- main thread -----------------------------------------------------------------
     @contextlib.contextmanager
@@ -266,8 +305,8 @@ class ADPSGD(Algorithm):
                 self.x.add_(self._in[:n] - self._out[:n], alpha=0.5)
                 self.averages += 1
                 nb = n * self.x.element_size()  # AD-PSGD's own pairwise average: the copy out, the difference, the add
-                self.comm.clock.charge_op("copy", nb)
-                self.comm.clock.charge_op("arith", 6 * nb)
+                for kind, passes in ACTIVE_AVERAGE.items():
+                    self.comm.clock.charge_op(kind, passes * nb)
             self._done.set()
         self._out[n], self._out[n + 1] = 0.0, me
         for p in self.peers:
@@ -286,6 +325,6 @@ class ADPSGD(Algorithm):
                 self.x.add_(self._in[:n]).mul_(0.5)
                 self.averages += 1
                 nb = n * self.x.element_size()  # AD-PSGD's own pairwise average: the copy out, the add, the halving
-                self.comm.clock.charge_op("copy", nb)
-                self.comm.clock.charge_op("arith", 5 * nb)
+                for kind, passes in PASSIVE_AVERAGE.items():
+                    self.comm.clock.charge_op(kind, passes * nb)
             self.comm.send(self._out[:n], src)

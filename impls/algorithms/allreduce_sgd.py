@@ -108,6 +108,7 @@ import torch
 
 from ..comm.flat import BackwardOverlap, BufferVector, GradientBuckets, WireLayout, state_buffers
 from ..comm import stepcost as sc
+from ..comm.communicator import STAGE_PASSES
 from ..protocol import Algorithm, StepContext
 from . import register
 
@@ -139,16 +140,23 @@ class AllreduceSGD(Algorithm):
         the backward pass (2/3 of the step) it hides behind (``overlap``, as DDP's buckets do).
         Where the point knows the model's layout (a profile's ``model_layout``), DDP's buckets of
         it (``bucket_mb``, ``first_bucket_mb``) each leave when the slowest worker's backward
-        pass completes them: :func:`~impls.comm.stepcost.bucket_pipeline_s`."""
+        pass completes them: :func:`~impls.comm.stepcost.bucket_pipeline_s`.
+
+        Op costs: every bucket is staged to the transport and back before its all-reduce leaves
+        (``sigma = 2 B / stage_bw`` a step, :data:`impls.comm.communicator.STAGE_PASSES`), by the
+        rank itself, between its backward pass's pieces: the compute ends ``sigma`` later and the
+        buckets leave later by their share of it; the optimizer step follows the last ring."""
         bw = sc.flow_bandwidth(p, 1.0 if sc.crosses_racks(p) else 0.0) * p.allreduce_efficiency
         compute = sc.sync_compute(p, p.nodes)
+        stage = sc.ops_s(p, stage=STAGE_PASSES["all_reduce"])
         if p.layout:  # the model's layout known: each bucket leaves when the slowest backward pass completes it
             sizes = sc.ddp_buckets(p.layout, bucket_mb * 2**20, first_bucket_mb * 2**20)
             return sc.bucket_pipeline_s(
                 p, [x / sum(sizes) for x in sizes], compute,
-                lambda nbytes: sc.ring_allreduce_s(p.nodes, nbytes, p.latency_s + p.msg_overhead_s, bw))
+                lambda nbytes: sc.ring_allreduce_s(p.nodes, nbytes, p.latency_s + p.msg_overhead_s, bw),
+                stage) + sc.optimizer_s(p)
         ring = sc.ring_allreduce_s(p.nodes, p.model_bytes, p.latency_s + p.msg_overhead_s, bw)
-        return compute + max(0.0, ring - p.overlap * sc.BACKWARD_SHARE * p.compute_s)
+        return compute + stage + max(0.0, ring - p.overlap * sc.BACKWARD_SHARE * p.compute_s) + sc.optimizer_s(p)
 
     def setup(self, model):
         super().setup(model)

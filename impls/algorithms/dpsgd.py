@@ -54,7 +54,7 @@ from typing import Any
 
 from ..comm.flat import flat_params, write_params
 from ..comm import stepcost as sc
-from ..families.gossip import GossipAlgorithm, Round, start_round, topology_spec
+from ..families.gossip import GossipAlgorithm, Round, local_step_ops_s, round_ops_s, start_round, topology_spec
 from ..protocol import StepContext
 from . import register
 
@@ -91,13 +91,19 @@ class DPSGD(GossipAlgorithm):
         """Lian et al.'s order overlaps its exchange: ``max(C_2, comm)``, ``comm = alpha + o +
         k B/bw'`` (``k`` neighbours a step through one NIC; on racks at least one ring-boundary
         flow sharing an uplink with one other); ``step_then_mix`` (SGP's order: step, then
-        exchange and wait for the ``k`` neighbours) hides nothing: ``C_{k+1} + comm``."""
+        exchange and wait for the ``k`` neighbours) hides nothing: ``C_{k+1} + comm``.  Either
+        order adds the op costs the rank pays in turn, ``ops``: the flatten of its parameters (a
+        copy), the round with its staging of ``k`` messages in and ``k`` out
+        (:func:`~impls.families.gossip.round_ops_s`) and the local step; in Lian et al.'s order
+        they sit before the compute (the flatten, the share, the staging: the messages leave after
+        them) and after the wait (the sum, the local step), so they hide behind neither."""
         k = int(neighbours)
         cross = sc.message_s(p, p.model_bytes, 2.0) if sc.crosses_racks(p) else 0.0
         comm = max(sc.message_s(p, k * p.model_bytes), cross)
+        ops = sc.ops_s(p, copy=1) + round_ops_s(p, k, k) + local_step_ops_s(p)
         if order == "step_then_mix":  # step, then exchange and wait: nothing hidden
-            return sc.sync_compute(p, k + 1) + comm
-        return max(sc.sync_compute(p, 2), comm)
+            return sc.sync_compute(p, k + 1) + comm + ops
+        return max(sc.sync_compute(p, 2), comm) + ops
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

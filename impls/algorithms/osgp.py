@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..comm import stepcost as sc
-from ..families.gossip import GossipAlgorithm, Round, start_round, topology_spec
+from ..families.gossip import (GossipAlgorithm, Round, local_step_ops_s, pushsum_ops_s, round_ops_s,
+                               start_round, topology_spec)
 from ..protocol import StepContext
 from . import register
 
@@ -75,9 +76,15 @@ class OSGP(GossipAlgorithm):
 
     @classmethod
     def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float:
-        """SGP's exchange hidden behind the next step's compute: ``max(C_2, p m(B))``."""
-        return max(sc.sync_compute(p, 2), peers * sc.message_s(p, p.model_bytes, sc.pair_flows(p)))
+        """SGP's exchange hidden behind the next step's compute, at steady state:
+        ``max(C_2 + ops, p m(B))``; ``ops``, SGP's (the local step, the PushSum vector, the round
+        with its staging), are the rank's own work, on its timeline with the compute, while the wire
+        carries the last step's messages.  An epoch's end drains the exchange
+        (:attr:`pipelined`): a short epoch's first step waits for none."""
+        ops = local_step_ops_s(p) + pushsum_ops_s(p) + round_ops_s(p, peers, peers)
+        return max(sc.sync_compute(p, 2) + ops, peers * sc.message_s(p, p.model_bytes, sc.pair_flows(p)))
     pushsum = True
+    pipelined = True  # a round is absorbed tau steps later; the epoch's end absorbs the rest
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..comm import stepcost as sc
-from ..families.gossip import GossipAlgorithm, start_round, topology_spec
+from ..families.gossip import (GossipAlgorithm, local_step_ops_s, pushsum_ops_s, round_ops_s, start_round,
+                               topology_spec)
 from ..protocol import StepContext
 from . import register
 
@@ -75,9 +76,12 @@ class SGP(GossipAlgorithm):
 
     @classmethod
     def step_cost(cls, p: sc.Point, peers: int = 1, **opts) -> float:
-        """Push-sum, not overlapped: ``C_2 + p m(B)`` (compute waits on one in-neighbour; one
-        message of the model per peer, on racks random pairs sharing the uplinks)."""
-        return sc.sync_compute(p, 2) + peers * sc.message_s(p, p.model_bytes, sc.pair_flows(p))
+        """Push-sum, not overlapped: ``C_2 + p m(B) + ops`` (compute waits on one in-neighbour; one
+        message of the model per peer, on racks random pairs sharing the uplinks; ``ops``: the op
+        costs the rank pays in turn, the local step, the PushSum vector and the round with its
+        staging of ``p`` messages in and ``p`` out, :func:`~impls.families.gossip.round_ops_s`)."""
+        ops = local_step_ops_s(p) + pushsum_ops_s(p) + round_ops_s(p, peers, peers)
+        return sc.sync_compute(p, 2) + peers * sc.message_s(p, p.model_bytes, sc.pair_flows(p)) + ops
     pushsum = True
     variants = {"sgp_1peer": {"topology": {"name": "exponential", "peers": 1}},
                 "sgp_2peer": {"topology": {"name": "exponential", "peers": 2}}}

@@ -33,6 +33,11 @@ import torch
 from ..backends import Backend, Clock
 from .costmodel import ALGORITHMS, Cost, collective_cost
 
+#: passes over a payload staged between the device and the transport's host memory (op kind
+#: ``stage``), as :class:`Communicator` charges them: a send out, a receive in, an all-reduce out
+#: and back (a closed form counts its messages by these: :func:`impls.comm.stepcost.ops_s`)
+STAGE_PASSES = {"send": 1, "recv": 1, "all_reduce": 2}
+
 
 @dataclass
 class Counters:
@@ -124,7 +129,8 @@ class Communicator:
     def all_reduce(self, t: torch.Tensor, op: str = "sum", async_op: bool = False):
         if self.world == 1:
             return Handle(self, None) if async_op else None
-        self.clock.charge_op("stage", 2 * nbytes(t))  # to the transport's buffer, and back (before it starts)
+        # to the transport's buffer, and back (before it starts)
+        self.clock.charge_op("stage", STAGE_PASSES["all_reduce"] * nbytes(t))
         work = self.backend.all_reduce(t, op=op, async_op=True)
         algo = self.backend.allreduce_algorithm_for(nbytes(t), self.allreduce_algorithm)
         cost = collective_cost("all_reduce", nbytes(t), self.world, algo)
@@ -184,7 +190,7 @@ class Communicator:
     # -- point to point -----------------------------------------------------------
     def isend(self, t: torch.Tensor, dst: int) -> Handle:
         """Non-blocking send of ``t`` to rank ``dst``."""
-        self.clock.charge_op("stage", nbytes(t))  # to the transport's buffer before it can leave
+        self.clock.charge_op("stage", STAGE_PASSES["send"] * nbytes(t))  # to the transport's buffer, then it leaves
         work = self.backend.isend(t, dst=dst)
         self._add(bytes_sent=nbytes(t), messages=1)
         return Handle(self, work)
@@ -193,7 +199,7 @@ class Communicator:
         """Non-blocking receive into ``t`` from rank ``src`` (``None``: from any rank)."""
         work = self.backend.irecv(t, src=src)
         self._add(bytes_recv=nbytes(t))
-        self.clock.charge_op("stage", nbytes(t))  # from the transport's buffer (counted when posted)
+        self.clock.charge_op("stage", STAGE_PASSES["recv"] * nbytes(t))  # from the transport's buffer (when posted)
         return Handle(self, work)
 
     def send(self, t: torch.Tensor, dst: int) -> None:

@@ -51,6 +51,12 @@ class Point:
     mem_bandwidth: float = math.inf
     copy_bandwidth: float = math.inf
     compress_bandwidth: float = math.inf
+    #: the workload's local optimizer step in passes over the model (its ``bytes_touched``,
+    #: :class:`impls.optim.LocalOptimizer`: SGD with momentum 5), charged ``optim`` at ``mem_bandwidth``
+    optim_passes: float = 0.0
+    #: the workload's coupled weight decay is non-zero: a method that adds the L2 term to the gradient
+    #: itself (gossip, AD-PSGD: :func:`impls.families.gossip.add_weight_decay`) pays its passes
+    weight_decay: bool = False
     #: the model's parameter sizes (bytes) in the order the backward pass completes them, where the
     #: profile knows them (``profile.model_layout``: the paper model's); (): not known
     layout: tuple[int, ...] = ()
@@ -59,11 +65,20 @@ class Point:
         return replace(self, **kw)
 
 
-def ops_s(p: Point, arith: float = 0.0, copy: float = 0.0, compress: float = 0.0) -> float:
+def ops_s(p: Point, arith: float = 0.0, copy: float = 0.0, compress: float = 0.0, stage: float = 0.0) -> float:
     """Local work on a step's critical path, in passes over one model's bytes ``B``, as the
     simulated clock charges it (:mod:`impls.sim.opcost`): ``B (arith / mem + copy / copy_bw +
-    compress / compress_bw)`` (``arith`` counts ``optim`` passes too: the same bandwidth)."""
-    return p.model_bytes * (arith / p.mem_bandwidth + copy / p.copy_bandwidth + compress / p.compress_bandwidth)
+    compress / compress_bw + stage / stage_bw)`` (``arith`` counts ``optim`` passes too: the same
+    bandwidth; ``stage``: a payload between the device and the transport's host memory, one pass
+    per direction, :mod:`impls.comm.communicator`).  Every term is free where the point leaves its
+    bandwidth infinite (a ``fixed`` profile that sets none)."""
+    return p.model_bytes * (arith / p.mem_bandwidth + copy / p.copy_bandwidth + compress / p.compress_bandwidth
+                            + stage / p.stage_bandwidth)
+
+
+def optimizer_s(p: Point) -> float:
+    """The workload's local optimizer step (``optim_passes`` over the model, ``optim`` kind)."""
+    return ops_s(p, arith=p.optim_passes)
 
 
 def ring_allreduce_s(n: int, nbytes: float, alpha: float, bw: float) -> float:
@@ -86,20 +101,23 @@ def ddp_buckets(layout: "tuple[int, ...] | list[int]", bucket_bytes: float, firs
     return sizes
 
 
-def bucket_pipeline_s(p: Point, shares: "list[float]", compute_s: float, ring) -> float:
+def bucket_pipeline_s(p: Point, shares: "list[float]", compute_s: float, ring, stage_s: float = 0.0) -> float:
     """A step whose all-reduce goes bucket by bucket as the backward pass completes them (DDP's,
     the simulated AR-SGD's): bucket ``k`` (``shares[k]`` = ``s_k`` of the model's bytes, ``f_k`` the shares of
     buckets ``0..k``) is ready at ``C' (1 - b o (1 - f_k))`` (``C'``: the slowest worker's
     compute, a straggler's included; ``b``: the backward share; ``o``: the overlap), its ring
     ``ring(s_k B)`` starts when it is ready and the previous bucket's is done; the step ends with
     the last ring, or the compute.  ``o = 1`` hides every bucket but the last behind a backward
-    pass ``F`` times as long on a ``F``-times slow straggler; ``o = 0``: ``C' + sum_k ring(s_k B)``."""
+    pass ``F`` times as long on a ``F``-times slow straggler; ``o = 0``: ``C' + sum_k ring(s_k B)``.
+    ``stage_s``: the staging of the whole model (``sigma``), paid by the rank bucket by bucket
+    before each ring leaves, on its own timeline: bucket ``k`` is ready ``f_k sigma`` later, and the
+    compute ends ``sigma`` later."""
     end, done = 0.0, 0.0
     for s in shares:
         done += s
-        ready = compute_s * (1 - BACKWARD_SHARE * p.overlap * (1 - min(done, 1.0)))
+        ready = compute_s * (1 - BACKWARD_SHARE * p.overlap * (1 - min(done, 1.0))) + stage_s * min(done, 1.0)
         end = max(end, ready) + ring(s * p.model_bytes)
-    return max(compute_s, end)
+    return max(compute_s + stage_s, end)
 
 
 def expected_max_factor(k: int, cv: float) -> float:
@@ -180,18 +198,22 @@ def worker_cycle_s(p: Point, factor: float, servers: int = 1) -> float:
 
 
 def server_pushes_s(p: Point, servers: int = 1) -> float:
-    """A round's ``n`` pushes at the servers: per push each sleeps the staging of the receive and
-    of the reply, its share of the apply and the reply's overhead, ``s = 2 sigma/k + a/k + o``,
-    and its NIC carries ``D/k`` in: ``n max(s, D/k)``."""
+    """A round's ``n`` pushes at the servers.  A push's transfer is a rendezvous: it starts when
+    the server posts its receive, and the server posts the next one only once it has applied the
+    last push (``a/k``) and staged its reply (``sigma/k``, then the reply's overhead ``o``); the
+    receive's own staging is slept while the push is on the wire.  So per push
+    ``max(sigma, D)/k + sigma/k + a/k + o``: ``n`` times that (staging free: ``n (D/k + o)``, the
+    server's link)."""
     k = max(1, int(servers))
     sigma, D = p.model_bytes / p.stage_bandwidth, p.model_bytes / flow_bandwidth(p)
-    return p.nodes * max(2 * sigma / k + p.apply_s / k + p.msg_overhead_s, D / k)
+    return p.nodes * (max(sigma, D) / k + sigma / k + p.apply_s / k + p.msg_overhead_s)
 
 
 def async_round_s(p: Point, servers: int = 1, inflight: int = 1) -> float:
     """``ps_async``'s round: the smaller throughput of the workers' and the servers',
-    ``T = max(n max(s, D/k), n / sum_i 1/t_i)``; with ``inflight b > 1`` a worker waits only for
-    its ``b``-th oldest reply but still sleeps the staging of its push and of each reply:
+    ``T = max(n (max(sigma, D) + sigma + a)/k + n o, n / sum_i 1/t_i)`` (:func:`server_pushes_s`);
+    with ``inflight b > 1`` a worker waits only for its ``b``-th oldest reply but still sleeps the
+    staging of its push and of each reply:
     ``t_i -> max(C f_i + 2 sigma + k o, t_i / b)``."""
     k = max(1, int(servers))
     sigma = p.model_bytes / p.stage_bandwidth

@@ -31,12 +31,17 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from ..comm.communicator import Communicator, Handle, nbytes
+from ..comm import stepcost as sc
+from ..comm.communicator import STAGE_PASSES, Communicator, Handle, nbytes
 from ..errors import ConfigError
 from ..comm.flat import flat_params, write_params
 from ..optim import LocalOptimizer, build_optimizer
 from ..protocol import Algorithm
 from ..comm.topology import TOPOLOGIES, Graph, build_topology, period_spectral_gap
+
+#: passes over a vector's bytes of the arithmetic the gossip parts charge (op kind ``arith``)
+ADD = 3  # a.add_(b): reads a and b, writes a
+SCALE = 2  # v * c (v / w): reads v, writes the result
 
 
 class Round:
@@ -66,7 +71,7 @@ class Round:
             x.add_(v[:-1])
             w.add_(v[-1:])
             if self.clock is not None:
-                self.clock.charge_op("arith", 3 * nbytes(v))
+                self.clock.charge_op("arith", ADD * nbytes(v))
 
     def kept(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Copies of this rank's own share ``[x, w]`` (what it keeps); charged one ``copy``."""
@@ -85,7 +90,7 @@ class Round:
         if self.clock is not None:  # the clone (copy) and k additions of 3 vectors' bytes each
             nb = nbytes(self.own)
             self.clock.charge_op("copy", nb)
-            self.clock.charge_op("arith", 3 * nb * (len(srcs) - 1))
+            self.clock.charge_op("arith", ADD * nb * (len(srcs) - 1))
         return out
 
 
@@ -93,7 +98,7 @@ def start_round(comm: Communicator, graph: Graph, rank: int, itr: int, vec: torc
     """Post the sends and receives of ``W(itr) @ v`` for this rank; returns at once."""
     out_peers, in_peers = graph.out_peers(rank, itr), graph.in_peers(rank, itr)
     share = vec * graph.weight(rank, itr)
-    comm.clock.charge_op("arith", 2 * nbytes(vec))  # the share: read v, write v / (k + 1)
+    comm.clock.charge_op("arith", SCALE * nbytes(vec))  # the share: read v, write v / (k + 1)
     handles: list[Handle] = []
     recv: dict[int, torch.Tensor] = {}
     for src in in_peers:  # post receives first: a peer's send never waits for us
@@ -102,6 +107,31 @@ def start_round(comm: Communicator, graph: Graph, rank: int, itr: int, vec: torc
     for dst in out_peers:
         handles.append(comm.isend(share, dst))
     return Round(rank, share, handles, recv, comm.clock)
+
+
+def round_ops_s(p: sc.Point, received: int, sent: int) -> float:
+    """The op costs of one mixing round of a model-sized vector at this rank, at the closed form's
+    point ``p`` (:class:`impls.comm.stepcost.Point`), as its parts charge them, every one on the
+    rank's own timeline (a simulated rank sleeps them before its next interaction): the share
+    (:func:`start_round`, ``SCALE``), the staging of each message received and sent
+    (:data:`impls.comm.communicator.STAGE_PASSES`: the one cost of a round that is not a few % of a
+    paper step, ``B / stage_bw`` each) and the sum (:meth:`Round.wait`: the clone, ``ADD`` per share
+    received) or its late form (:meth:`Round.kept` and :meth:`Round.absorb_into`: the same passes)."""
+    return sc.ops_s(p, arith=SCALE + ADD * received, copy=1,
+                    stage=STAGE_PASSES["recv"] * received + STAGE_PASSES["send"] * sent)
+
+
+def local_step_ops_s(p: sc.Point) -> float:
+    """The local step of a gossip method at ``p``: the L2 term where the workload has one
+    (:func:`add_weight_decay`, ``ADD``) and the workload's optimizer step (``optim_passes``)."""
+    return sc.ops_s(p, arith=ADD if p.weight_decay else 0) + sc.optimizer_s(p)
+
+
+def pushsum_ops_s(p: sc.Point) -> float:
+    """A PushSum step's own vector work at ``p`` (:class:`GossipAlgorithm`): the vector it mixes
+    (:meth:`~GossipAlgorithm.model_vector`: the flatten and the ``cat``, a copy each) and the
+    de-biasing (:meth:`~GossipAlgorithm.debiased_to_model`, ``SCALE``)."""
+    return sc.ops_s(p, copy=2, arith=SCALE)
 
 
 def topology_spec(spec: Any, key: str, symmetric_only: bool = False) -> dict[str, Any]:
@@ -156,7 +186,7 @@ def add_weight_decay(model: nn.Module, wd: float, clock=None) -> None:
                 p.grad.add_(p, alpha=wd)
                 nb += p.numel() * p.element_size()
         if clock is not None:
-            clock.charge_op("arith", 3 * nb)
+            clock.charge_op("arith", ADD * nb)
 
 
 @torch.no_grad()
@@ -227,7 +257,7 @@ class GossipAlgorithm(Algorithm):
         """``z = x / w`` into the model: the division (2 passes, ``arith``; the parameters become
         views of ``z``, no copy)."""
         z = self.x / self.w
-        self.comm.clock.charge_op("arith", 2 * nbytes(z))
+        self.comm.clock.charge_op("arith", SCALE * nbytes(z))
         write_params(self.model, z)
 
     def _spectral_gap(self) -> float:

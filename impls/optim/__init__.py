@@ -105,6 +105,13 @@ def build_optimizer(cfg: Any, params: Iterable[torch.nn.Parameter],
     return cls.from_config(cfg, params, wd).bind_clock(clock), 0.0
 
 
+def step_passes(cfg: Any) -> float:
+    """The step of the optimizer of config ``cfg`` in passes over its parameters' bytes (its
+    ``bytes_touched``, the op-cost model's ``optim`` charge): what a closed form counts
+    (:attr:`impls.comm.stepcost.Point.optim_passes`)."""
+    return OPTIMIZERS.get(cfg.name).from_config(cfg, [], cfg.weight_decay).bytes_touched
+
+
 def check_composition(algorithm: str, supported: Mapping[str, Mapping[str, Any]] | None, cfg: Any) -> None:
     """Refuse an optimizer (or a hyperparameter value) the algorithm cannot work with."""
     if supported is None:

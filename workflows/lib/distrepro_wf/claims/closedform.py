@@ -34,13 +34,38 @@ software overhead and ``bw' = bw * efficiency * (1 - background)``):
    nothing: ``C_{k+1} + comm``;
 5. ``adpsgd`` (asynchronous pairwise averaging, overlapped): the workers' summed rate,
    ``n / sum_i 1/t_i`` a step of every worker: a passive worker (half of them) only computes,
-   ``t = C``; an active one waits for its request and the reply, ``t = max(C f_i, 2 m(B))``
-   (the straggler, the last rank, is active);
+   ``t = C``; an active one waits for its request and the reply, ``t = max(C f_i, 2 m(B) + w)``
+   (the straggler, the last rank, is active), ``w`` the wait of a random pick that finds its
+   passive worker busy with another active one's exchange (its ``step_cost``);
 6. the server-aggregated sign methods (``signum_mv`` with ``aggregation: server``,
    ``ef_blocksgdm``): ``C_n + 2 (alpha + o + n S / bw')``: the server's one
    NIC receives and sends ``n`` messages of ``S = B/32`` (packed signs), one phase after the
    other (``ps_sync``'s form when staging is free, item 7); ``signum_mv``
    with ``aggregation: allgather``: ``C_n + (n-1) m(B/32)``, a ring all-gather.
+
+   Op costs (:mod:`impls.sim.opcost`): a simulated rank sleeps each of its local operations on
+   its own timeline, before its next interaction with the simulation, so they lengthen its step
+   unless something it waits for anyway is longer.  Each closed form above adds those its method
+   pays, in passes over the model at the point's op bandwidths (:func:`impls.comm.stepcost.ops_s`;
+   free where the point leaves a bandwidth infinite, a ``fixed`` profile): the staging of every
+   message, one pass each way (``sigma = B / stage_bw``, :data:`impls.comm.communicator.STAGE_PASSES`;
+   by far the largest, 8.5 ms a 102 MB message at 12 GB/s, 10-20 % of a paper step on the fast
+   network), the gossip round's share and sum (:func:`impls.families.gossip.round_ops_s`), the
+   PushSum vector, the L2 term and the local optimizer step (the point's ``optim_passes`` and
+   ``weight_decay``: the workload's optimizer).  Where they sit: SGP and D-PSGD in SGP's order pay
+   them in series with the compute and the wire (``+ ops``); OSGP's are the rank's own work beside
+   the wire carrying the last round (``max(C_2 + ops, m(B))``); D-PSGD in Lian et al.'s order stages
+   its messages before its compute and sums after its wait (``ops + max(C_2, comm)``); AR-SGD
+   stages each bucket before its ring leaves, between the pieces of its backward pass (the compute
+   ends ``2 sigma`` later, each bucket leaves its share of that later) and steps after the last
+   ring; AD-PSGD's exchange pays the staging of the request and of the reply and both sides'
+   averages, each worker its own copies and local step.
+
+   Every closed form is the steady step, what a long epoch is made of.  OSGP's exchange runs
+   across steps and an epoch's end drains it (``pipelined``), so an epoch's first step waits for
+   no exchange and a short epoch is faster than its steady steps (3 steps: 12-19 %); the
+   sensitivity sweep, and the test that holds this module to the simulator, read such a run at
+   its steady steps (:func:`distrepro_wf.claims.sweep.epoch_time`).
 
 7. the parameter-server family (``ps_sync``, ``ps_async``, ``ps_ssp``, ``ps_cyclic``, ``ddcgu``;
    derivations below): a "step" is one *round*, ``n`` gradients applied (a
@@ -60,10 +85,16 @@ software overhead and ``bw' = bw * efficiency * (1 - background)``):
 
    1. A server applies pushes one at a time; per push it sleeps the staging of the receive
       and of the reply, the apply and the reply's overhead: ``s = 2 sigma/k + a/k + o``, and its
-      NIC carries ``D/k`` in and ``D/k`` out.  A blocking worker's cycle when nobody queues is
+      NIC carries ``D/k`` in and ``D/k`` out.  A push's transfer is a rendezvous that starts
+      when the server posts its receive, which it does only once it has applied the last push
+      and staged its reply; the receive's own staging is slept while the push is on the wire.
+      So a push takes the server ``s_D = max(sigma, D)/k + sigma/k + a/k + o``
+      (:func:`impls.comm.stepcost.server_pushes_s`; ``ps_bottleneck`` at 4 workers and a
+      bandwidth efficiency of 0.9: 108 ms a push, simulated 108.3, where ``max(s, D/k)``, the
+      staging hidden behind the wire, gave 98).  A blocking worker's cycle when nobody queues is
       ``t_i`` (:func:`impls.comm.stepcost.worker_cycle_s`).
    2. ``ps_async`` (no barrier): throughput is the smaller of the workers' and the server's,
-      ``T = max(n max(s, D/k), n / sum_i 1/t_i)``; the slow worker only removes its own share
+      ``T = max(n s_D, n / sum_i 1/t_i)``; the slow worker only removes its own share
       of the rate.  With ``inflight b > 1`` a worker waits only for its ``b``-th oldest reply,
       but still sleeps the staging of its push and of each reply it installs:
       ``t_i -> max(C f_i + 2 sigma + k o, t_i / b)``.  The server's receive from any worker is
@@ -77,8 +108,8 @@ software overhead and ``bw' = bw * efficiency * (1 - background)``):
       their replies: a lockstep as slow as ``ps_sync``.)  With ``k > 1`` servers on a
       link-bound setting ``T`` is a lower bound: every server takes the workers in the same
       announcement order, so the servers tend to take the same worker's parts at once and
-      those share that worker's link (ps_bottleneck, 32 workers on 10 GbE, ``k = 4``:
-      ``T`` 0.71 s, simulated 1.32 s a step; one server: 2.83 s, simulated 2.89 s).
+      those share that worker's link (ps_bottleneck, 32 workers on 10 GbE at line rate, ``k = 4``:
+      ``T`` 0.79 s, simulated 1.38 s a steady round; one server: 3.14 s, simulated 3.15 s).
    3. ``ps_sync`` (``k = 1``): after the last push arrives the server applies (``a``), then
       stages the ``n`` replies one after another (``delta`` each) onto its link; the last
       reply lands ``a + delta + max(n D, (n-1) delta + D)`` later (the replies).  Then the
@@ -92,7 +123,7 @@ software overhead and ``bw' = bw * efficiency * (1 - background)``):
       pipelined (``C_n + a + (n+1) delta + 2 D``) when staging is slower than the wire.
    4. ``ps_cyclic`` (fixed order, one push per worker per round): the server waits for each
       worker in turn, so a round is at least the slowest cycle (compute ``C max(f, z_n)``) and
-      at least the server's and its link's ``n`` pushes: ``T = max(n max(s, D), max_i t_i)``.
+      at least the server's and its link's ``n`` pushes: ``T = max(n s_D, max_i t_i)``.
       (The per-epoch fetch, ``n`` more replies an epoch, is left out: ``1/S`` of a round each.)
    5. ``ps_ssp`` (staleness bound ``s_b``): without a straggler the bound never binds (equal
       workers stay within a step of each other): ``ps_async``.  With one, in steady state the
@@ -117,13 +148,14 @@ Each formula is its algorithm's own fact: the classmethod ``step_cost`` of its c
 configuration with a closed form of its own name (``signum_mv_allgather``),
 ``closed_form_variants``.  Adding a method with a closed form is its one file.
 
-What it leaves out: the other op costs of :mod:`impls.sim.opcost` (arithmetic, copies,
-compression; the simulation charges them, the closed form does not: they are a few % of a paper
-step), except where a method's round waits for them and its ``step_cost`` counts them in passes
-over the model (``ef_blocksgdm``, ``signum_mv``: the server's aggregation and the workers'
-compression, :func:`impls.comm.stepcost.ops_s`, free unless the point sets its op bandwidths),
-TCP slow start beyond the platform's latency factor, and flow contention other than the
-rack uplinks of ``shared_hpc`` (``uplink_flows``).  A method whose class declares no ``step_cost`` has no
+What it leaves out: op costs that wait on no one's critical path or that the methods without
+them above pay (a synchronous method's optimizer step other than AR-SGD's, the parameter-server
+workers' flatten; ``ef_blocksgdm`` and ``signum_mv`` count their compression and the server's
+aggregation, :func:`impls.comm.stepcost.ops_s`), a passive AD-PSGD worker's lock held while its
+main thread and its background activity take turns, TCP slow start beyond the platform's
+latency factor, and flow contention other than the rack uplinks of ``shared_hpc``
+(``uplink_flows``).  Checked against short simulations at every default claim setting
+(``tests/test_closedform_vs_sim_claims.py``, within 10 %).  A method whose class declares no ``step_cost`` has no
 closed form (None).
 """
 

@@ -108,7 +108,23 @@ def nominal_point(config: dict[str, Any], experiment: str, nodes: int, straggler
                     mem_bandwidth=ops.mem_gbps * 1e9 if ops.mem_gbps else math.inf,
                     copy_bandwidth=ops.copy_gbps * 1e9 if ops.copy_gbps else math.inf,
                     compress_bandwidth=ops.compress_gbps * 1e9 if ops.compress_gbps else math.inf,
+                    **_optimizer_terms(config, exp),
                     layout=model_layout(prof.model_layout) if prof.model_layout not in (None, "none") else ())
+
+
+def _optimizer_terms(config: dict[str, Any], exp: dict[str, Any]) -> dict[str, Any]:
+    """The point's local-optimizer terms from the experiment's workload: its step in passes
+    (:func:`impls.optim.step_passes`) and whether it has a coupled weight decay (an L2 term a
+    gossip method adds itself; a decoupled one stays in the optimizer's step); none where the config names no workload (a test's bare one)."""
+    from impls.optim import OPTIMIZERS, optimizer_config, step_passes  # noqa: PLC0415
+
+    wl = (config.get("workloads") or {}).get(exp.get("workload")) if isinstance(exp.get("workload"), str) \
+        else exp.get("workload")
+    if not isinstance(wl, dict):
+        return {}
+    cfg = optimizer_config(wl.get("optimizer"))
+    coupled = bool(cfg.weight_decay) and not OPTIMIZERS.get(cfg.name).decoupled_weight_decay
+    return {"optim_passes": float(step_passes(cfg)), "weight_decay": coupled}
 
 
 def claim_nominal(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str) -> cf.Point | None:

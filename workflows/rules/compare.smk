@@ -6,6 +6,7 @@
 # distrepro_wf.claims.evaluate for the statuses.
 from distrepro_wf.report import pages as wfpages
 from distrepro_wf.claims import published as wfpublished
+from distrepro_wf.claims import simends as wfsimends
 
 try:
     PUBLISHED = wfpublished.load(config)
@@ -30,11 +31,36 @@ experiment_page = lambda e: wfpages.page_of_experiment(PUBLISHED.papers, config,
 experiment_category = lambda wildcards: PAGE_TITLES[experiment_page(wildcards.experiment)]
 
 
+# The short runs that give a simulated verdict the closed form does not model (other jobs' traffic
+# on racks: shared_hpc) its sensitivity from the simulator itself (distrepro_wf.claims.simends): one
+# job per (node count, part), through the train rule's launcher (one fork server a job).
+SENSITIVITY_GROUPS = wfsimends.groups(PUBLISHED.claims, config)
+
+
+rule sensitivity_points:
+    wildcard_constraints:
+        group=r"n\d+\.p\d+",
+    output:
+        "results/sensitivity/{group}.csv",
+    log:
+        "results/logs/sensitivity/{group}.log",
+    params:
+        members=lambda wc: SENSITIVITY_GROUPS[wc.group],
+        timeout_s=LAUNCHER.get("timeout_s", 600),
+    threads: 1  # one simulation at a time (one process each)
+    resources:
+        **launch_resources([None]),  # common.smk: under Slurm one task, as a simulated train job
+    script:
+        "../scripts/sensitivity_points.py"
+
+
 rule compare:
     input:
         runs=expand("results/tables/{experiment}/runs.csv", experiment=EXPERIMENTS),
         failed=expand("results/tables/{experiment}/failed.csv", experiment=EXPERIMENTS),
         published=PUBLISHED_FILES,
+        # simulated range ends of the rows the closed form does not model
+        sensitivity_points=expand("results/sensitivity/{group}.csv", group=list(SENSITIVITY_GROUPS)),
     output:
         claims="results/tables/claims.csv",
         summary="results/tables/claims_summary.csv",

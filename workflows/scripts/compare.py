@@ -6,6 +6,7 @@ from pathlib import Path
 from distrepro_wf.claims import evaluate as claims
 
 from distrepro_wf.claims import published as wfpublished
+from distrepro_wf.claims import simends
 from distrepro_wf.pipeline.collect import write_atomic, write_derived
 
 sm = snakemake  # noqa: F821
@@ -13,11 +14,12 @@ logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format
 config = dict(sm.params.config)
 published = wfpublished.load(config)
 runs, failed = claims.read_tables(Path("results/tables"), list(sm.params.experiments))
-results = claims.evaluate(published, config, runs, failed)
+sim_times = simends.read_times(sm.input.sensitivity_points)  # the rows the closed form does not model
+results = claims.evaluate(published, config, runs, failed, sim_times)
 summary = claims.summarize(results)
 # the three tables, then their checksums (checked before the next invocation's jobs)
 tables = {"claims": results, "claims_summary": summary,
-          "sensitivity": claims.sensitivity_table(published, config, results, runs)}
+          "sensitivity": claims.sensitivity_table(published, config, results, runs, sim_times)}
 write_derived(tables, Path(sm.output.manifest).parent)  # = results/tables: sm.output.claims etc.
 for out in sm.output.per_paper:
     write_atomic(results[results["paper"] == Path(out).stem], Path(out))

@@ -154,7 +154,10 @@ workers' flatten; ``ef_blocksgdm`` and ``signum_mv`` count their compression and
 aggregation, :func:`impls.comm.stepcost.ops_s`), a passive AD-PSGD worker's lock held while its
 main thread and its background activity take turns, TCP slow start beyond the platform's
 latency factor, and flow contention other than the rack uplinks of ``shared_hpc``
-(``uplink_flows``).  Checked against short simulations at every default claim setting
+(``uplink_flows``).  Other jobs' traffic on racks (``shared_hpc``'s on/off bursts crossing the
+uplinks) is only its mean share of an uplink here, which misses the simulator by 10-78 % at the
+range ends (the ``sensitivity_sweep`` benchmark): :func:`unmodelled` says so, and such a row's
+sensitivity is simulated (:mod:`distrepro_wf.claims.simends`).  Checked against short simulations at every default claim setting
 (``tests/test_closedform_vs_sim_claims.py``, within 10 %).  A method whose class declares no ``step_cost`` has no
 closed form (None).
 """
@@ -183,6 +186,15 @@ def closed_form(name: str) -> tuple[type, dict[str, Any]] | None:
         cls = algos.get(known)
         if name in cls.closed_form_variants:
             return cls, dict(cls.closed_form_variants[name])
+    return None
+
+
+def unmodelled(p: Point) -> str | None:
+    """Why the closed form does not model ``p`` (its sensitivity is then simulated:
+    :mod:`distrepro_wf.claims.simends`), or None."""
+    if p.rack_size and p.background > 0:
+        return (f"other jobs' bursts cross the rack uplinks (background load {p.background:g}): the closed form "
+                "has only their mean share of an uplink")
     return None
 
 

@@ -237,22 +237,29 @@ def crossings(grid: list[float], nom: float, changed: Callable[[float], bool]) -
 
 def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
             judge: Callable[[float, float], str], control: tuple[str, int, str] | None = None,
-            gate: "Gate | None" = None) -> Result | None:
+            gate: "Gate | None" = None, ends: Any = None) -> Result | None:
     """Re-evaluate one claim row (``measured``, ``ci_low``, ``ci_high``, ``nodes``, ``straggler``)
     over :data:`RANGES`; ``judge(low, high)`` is the claim's verdict of an interval.  None where
-    the row is not a simulated speed ratio with a closed form on both sides.  With the row's
-    mechanism ``gate`` (:func:`gates`), each tornado entry also carries where the gate flips
-    (``gate_at``) and the statistic there (``gate_statistic``)."""
+    the row is not a simulated speed ratio with a closed form on both sides (or simulated ends).
+    With the row's mechanism ``gate`` (:func:`gates`), each tornado entry also carries where the
+    gate flips (``gate_at``) and the statistic there (``gate_statistic``).
+
+    ``ends`` (:class:`distrepro_wf.claims.simends.Ends`, for a row the closed form does not model):
+    the simulator's own statistic at each range end over the nominal one.  The scaled statistic is
+    then exactly the simulation's at the ends; between the nominal value and an end it is the
+    closed form's shape times a correction growing geometrically from 1 at the nominal value to
+    the one that meets the simulation at the end (along the log of a "scale" range, linearly along
+    a "value" one); a range the simulator has no knob for does not move the row."""
     if c["metric"] not in SPEED_METRICS:
         return None
     nodes, straggler = int(row["nodes"]), str(row["straggler"])
     fn = ratio_fn(c, config, nodes, straggler, control)
-    if fn is None:
+    if fn is None and ends is None:
         return None
-    r0 = fn(lambda p: p)
+    r0 = fn(lambda p: p) if fn is not None else math.nan
     nominal = claim_nominal(c, config, nodes, straggler)
     m, lo, hi = (float(row.get(k, math.nan)) for k in ("measured", "ci_low", "ci_high"))
-    if not math.isfinite(m) or r0 <= 0:
+    if not math.isfinite(m) or (fn is not None and r0 <= 0):
         return Result(r0, reach_text(row, c, config) or "not evaluated: no simulated value to scale", False, [])
     timing = timing_dependent_sides(c, config) if c["metric"] == "time_to_target_s" else []
     if timing:  # the closed form scales time per step; an asynchronous side's steps to the target move too
@@ -264,9 +271,13 @@ def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
         lo = hi = m
     base = judge(lo, hi)
     flips, tornado, scen = [], [], []
+    missing = []
     for spec in RANGES:
         make, low, high, nom = _setter(spec, nominal)
-        k = lambda v: fn(make(v)) / r0  # noqa: E731
+        k = scaling(spec, fn, r0, make, low, high, nom, ends)
+        if ends is not None:
+            missing += [f"{spec['label']} {e}: {ends.missing[(spec['name'], e)]}" for e in ("low", "high")
+                        if (spec["name"], e) in ends.missing and not ends.missing[(spec["name"], e)].startswith("not swept")]
         grid = _grid(spec, low, high)
         vals = [m * k(v) for v in grid]
         tornado.append({"parameter": spec["name"], "label": spec["label"], "low": low, "high": high, "nominal": nom,
@@ -280,11 +291,40 @@ def analyse(row: dict[str, Any], c: dict[str, Any], config: dict[str, Any],
         at = gate.tornado.get(spec["name"], math.nan) if gate is not None else math.nan
         tornado[-1].update(gate_at=at, gate_statistic=m * k(at) if math.isfinite(at) else math.nan)
     scenarios = scenario_text([(s, v, d, f"flips to {to}") for s, v, d, to in scen], nominal)
+    how = "" if ends is None else (f" (simulated at each range's ends, as the closed form does not model this "
+                                   f"setting: {ends.why}" + (f"; not evaluated: {'; '.join(missing)}" if missing else "")
+                                   + ")")
     if not flips:
-        return Result(r0, HOLDS, False, tornado, scenarios)
+        return Result(r0, HOLDS + how, False, tornado, scenarios)
     text = "; ".join(f"flips to {to} when {s['label']} passes {_fmt(s, v)} ({'above' if d > 0 else 'below'} "
                      f"nominal {_fmt(s, _setter(s, nominal)[3])})" for s, v, d, to in flips)
-    return Result(r0, text, True, tornado, scenarios)
+    return Result(r0, text + how, True, tornado, scenarios)
+
+
+def scaling(spec: dict[str, Any], fn: Callable | None, r0: float, make: Callable, low: float, high: float,
+            nom: float, ends: Any = None) -> Callable[[float], float]:
+    """``v -> statistic(v) / statistic(nominal)`` along one range: the closed form's (``fn``), or
+    with simulated ``ends`` (:func:`analyse`) the closed form's shape (flat without one) corrected to
+    meet the simulation at each end; an end without a simulated number leaves that side flat."""
+    shape = (lambda v: fn(make(v)) / r0) if fn is not None else (lambda v: 1.0)  # noqa: E731
+    if ends is None:
+        return shape
+    g = (lambda v: math.log(v)) if spec["how"] == "scale" else (lambda v: v)  # noqa: E731
+    corr = {}
+    for end, e in (("low", low), ("high", high)):
+        f = ends.factor.get((spec["name"], end))
+        if f is not None and g(e) != g(nom):
+            corr[end] = (e, f / shape(e))
+
+    def k(v: float) -> float:
+        side = "high" if v > nom else "low" if v < nom else None
+        if side is None:
+            return 1.0
+        if side not in corr:
+            return 1.0
+        e, c = corr[side]
+        return shape(v) * c ** ((g(v) - g(nom)) / (g(e) - g(nom)))
+    return k
 
 
 def scenario_text(changes: list[tuple[dict[str, Any], float, int, str]], nominal: cf.Point) -> str:

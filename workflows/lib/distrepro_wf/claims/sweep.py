@@ -49,10 +49,12 @@ distinct (side, point): 316 simulations of 7-32 simulated nodes for the default 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -187,41 +189,60 @@ def key(cfg: dict[str, Any]) -> str:
     return json.dumps(cfg, sort_keys=True)
 
 
+def row_points(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str, steps: int = STEPS,
+               epochs: int = EPOCHS) -> list[dict[str, Any]]:
+    """The points of one simulated speed claim row: its nominal point, then each range's low and
+    high end (:data:`~distrepro_wf.claims.sensitivity.RANGES`), each a dict with ``parameter``
+    ("nominal" or the range's name), ``label``, ``end``, ``value``, ``cfgs`` (the sides' short
+    configs there: [a, b] and the control's [a, b] for ``ratio_vs_control``; None where the simulator
+    has no knob for it, ``note`` says why) and ``closed_form_ratio`` (the closed form's statistic
+    there; NaN without one)."""
+    base = {"claim": c["id"], "experiment": c["experiment"], "nodes": nodes,
+            "straggler": straggler}
+    if c["metric"] == "time_to_target_s":
+        return [{**base, "parameter": "", "end": "", "cfgs": None, "note": TTA_NOT_SWEPT}]
+    ctl = wfclaims._control_setting(c, config, nodes, straggler) if c["compare"] == "ratio_vs_control" else None
+    fn = sensitivity.ratio_fn(c, config, nodes, straggler, ctl)
+    nominal = sensitivity.claim_nominal(c, config, nodes, straggler)
+    short = [short_config(config, s, steps, epochs) for s in sides(c, config, nodes, straggler)]
+    has_ar = any(overlap_default(s["algorithm"]["name"]) is not None for s in short)
+    ends = [("", "nominal", math.nan, lambda p: p, list(short), "")]
+    for spec in sensitivity.RANGES:
+        make, low, high, _ = sensitivity._setter(spec, nominal) if nominal else (None, spec["low"], spec["high"], 0)
+        for end, v in (("low", low), ("high", high)):
+            try:
+                if spec["name"] == "overlap" and not has_ar:
+                    raise NotSwept("no side all-reduces: the overlap moves neither side")
+                cfgs = [perturb(s, spec["name"], v) for s in short]
+                ends.append((spec["name"], end, v, make(v) if make else None, cfgs, ""))
+            except NotSwept as e:
+                ends.append((spec["name"], end, v, None, None, f"not swept: {e}"))
+    labels = {s["name"]: s["label"] for s in sensitivity.RANGES}
+    return [{**base, "parameter": name or "nominal", "label": labels.get(name, "nominal"), "end": end, "value": v,
+             "cfgs": cfgs, "note": note,
+             "closed_form_ratio": fn(f) if fn is not None and f is not None else math.nan}
+            for name, end, v, f, cfgs, note in ends]
+
+
 def plan(claims: Iterable[dict[str, Any]], config: dict[str, Any], steps: int = STEPS,
          epochs: int = EPOCHS) -> tuple[list[dict[str, Any]], dict[str, dict]]:
-    """(points, configs): one point per claim row x (nominal, each range's low and high end),
-    each with its sides' config keys (None: not swept, ``note`` says why) and the closed form's
-    ratio there; ``configs``: every distinct config to simulate, by key."""
+    """(points, configs): one point per claim row x (nominal, each range's low and high end)
+    (:func:`row_points`), each with its sides' config keys (None: not swept, ``note`` says why) and
+    the closed form's ratio there; ``configs``: every distinct config to simulate, by key."""
     points, configs = [], {}
     for c, n, st in simulated_speed_rows(claims, config):
-        base = {"claim": c["id"], "experiment": c["experiment"], "nodes": n, "straggler": st}
-        if c["metric"] == "time_to_target_s":
-            points.append({**base, "parameter": "", "end": "", "keys": None, "note": TTA_NOT_SWEPT})
-            continue
-        ctl = wfclaims._control_setting(c, config, n, st) if c["compare"] == "ratio_vs_control" else None
-        fn = sensitivity.ratio_fn(c, config, n, st, ctl)
-        nominal = sensitivity.claim_nominal(c, config, n, st)
-        short = [short_config(config, s, steps, epochs) for s in sides(c, config, n, st)]
-        has_ar = any(overlap_default(s["algorithm"]["name"]) is not None for s in short)
-        ends = [("", "nominal", math.nan, lambda p: p, list(short), "")]
-        for spec in sensitivity.RANGES:
-            make, low, high, _ = sensitivity._setter(spec, nominal) if nominal else (None, spec["low"], spec["high"], 0)
-            for end, v in (("low", low), ("high", high)):
-                try:
-                    if spec["name"] == "overlap" and not has_ar:
-                        raise NotSwept("no side all-reduces: the overlap moves neither side")
-                    cfgs = [perturb(s, spec["name"], v) for s in short]
-                    ends.append((spec["name"], end, v, make(v) if make else None, cfgs, ""))
-                except NotSwept as e:
-                    ends.append((spec["name"], end, v, None, None, f"not swept: {e}"))
-        labels = {s["name"]: s["label"] for s in sensitivity.RANGES}
-        for name, end, v, f, cfgs, note in ends:
-            keys = None if cfgs is None else [key(x) for x in cfgs]
-            configs.update({k: x for k, x in zip(keys or [], cfgs or [])})
-            points.append({**base, "parameter": name or "nominal", "label": labels.get(name, "nominal"), "end": end,
-                           "value": v, "keys": keys, "note": note,
-                           "closed_form_ratio": fn(f) if fn is not None and f is not None else math.nan})
+        for p in row_points(c, config, n, st, steps, epochs):
+            cfgs = p.pop("cfgs")
+            p["keys"] = None if cfgs is None else [key(x) for x in cfgs]
+            configs.update({k: x for k, x in zip(p["keys"] or [], cfgs or [])})
+            points.append(p)
     return points, configs
+
+
+def statistic(times: list[float]) -> float:
+    """A point's statistic from its sides' simulated times per epoch: ``a/b``, or ``(a/b) / (a'/b')``
+    over the control's sides for ``ratio_vs_control``."""
+    return times[0] / times[1] / (times[2] / times[3]) if len(times) == 4 else times[0] / times[1]
 
 
 def epoch_time(out: str | os.PathLike) -> float:
@@ -266,24 +287,80 @@ def steady_step_s(out: str | os.PathLike) -> float:
     return float(sum(steady) / len(steady))
 
 
+def config_id(k: str) -> str:
+    """A config key's short name (its run directory): the first 16 hex digits of its SHA-256."""
+    return hashlib.sha256(k.encode()).hexdigest()[:16]
+
+
+def run_members(members: dict[str, dict[str, Any]], launch: Path, log: Path,
+                timeout_s: float = 600) -> dict[str, dict[str, Any]]:
+    """Simulate ``{run directory: config}`` (one node count) as the pipeline's train rule does
+    (:func:`distrepro_wf.pipeline.runs.execute_group`: one fork server, ``python -m impls.sim
+    --serve``, runs them one after another without a Python start-up each; a run already finished
+    with the same config is reused).  ``{run directory: {"status": "ok", "time_per_epoch_s": ...}
+    or {"status": "failed", "reason": ...}}``: a failed run is reported, never read."""
+    from ..pipeline.runs import execute_group, read_outcome, write_run_configs  # noqa: PLC0415
+
+    paths = write_run_configs(members)
+    if paths:
+        execute_group(paths, launch, log, {"timeout_s": timeout_s})
+    out = {}
+    for d in members:
+        o = read_outcome(Path(d)) if Path(d, "outcome.json").exists() else {"status": "failed", "reason": "never ran"}
+        if o.get("status") == "ok":
+            out[d] = {"status": "ok", "time_per_epoch_s": epoch_time(Path(d) / "run")}
+        else:
+            out[d] = {"status": "failed", "reason": f"{o.get('kind', '')}: {o.get('reason', '')} ({d}/outcome.json)"}
+    return out
+
+
+def split(configs: dict[str, dict[str, Any]], parts: int) -> list[tuple[int, int, dict[str, dict[str, Any]]]]:
+    """(nodes, part, {key: config}) launch groups: the configs by node count (a group shares one),
+    each dealt round-robin into ``parts`` so that two cores share even the largest node count, in
+    the order of their ids (a claim's points alternate its sides, so dealt in that order one part
+    would get every run of the slower side)."""
+    by: dict[int, dict[str, dict[str, Any]]] = {}
+    for k, cfg in sorted(configs.items(), key=lambda kv: config_id(kv[0])):
+        by.setdefault(int(cfg["nodes"]), {})[k] = cfg
+    out = []
+    for n, group in sorted(by.items()):
+        items = list(group.items())
+        out += [(n, i, dict(items[i::parts])) for i in range(min(parts, len(items)))]
+    return out
+
+
 def simulate_all(configs: dict[str, dict[str, Any]], workdir: str | os.PathLike, log: str | os.PathLike,
                  threads: int = 1, timeout_s: float = 600) -> tuple[dict[str, float], float]:
-    """({key: simulated time per epoch}, CPU seconds of the simulations): every config one
-    child process (:func:`distrepro_wf.pipeline.child.simulate`), ``threads`` at once (simulated times do
-    not depend on the load); a failed simulation raises, so no partial table is written."""
-    from ..pipeline.child import simulate  # noqa: PLC0415
+    """({key: simulated time per epoch}, CPU seconds of the simulations): the configs in launch
+    groups (:func:`split`), each group one fork server (:func:`run_members`), ``threads`` groups at
+    once (simulated times do not depend on the load); a failed simulation raises, so no partial
+    table is written."""
+    import resource  # noqa: PLC0415
 
-    cpu: list[float] = []
+    workdir = Path(workdir)
+    groups = split(configs, max(1, int(threads)))
+    jobs = [({str(workdir / config_id(k)): cfg for k, cfg in group.items()}, workdir / "launches" / f"n{n}.p{i}.json",
+             Path(f"{log}.n{n}.p{i}"), timeout_s) for n, i, group in groups]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # processes, not threads: the launcher installs signal handlers (the main thread's)
+    with ProcessPoolExecutor(max(1, int(threads)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(_run_job, jobs))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    times: dict[str, float] = {}
+    with open(log, "a") as f:  # the groups' own logs, one after another
+        for (members, _, lg, _), res, (_, _, group) in zip(jobs, results, groups):
+            if lg.exists():
+                f.write(lg.read_text())
+                lg.unlink()
+            bad = [f"{d}: {r['reason']}" for d, r in res.items() if r["status"] != "ok"]
+            if bad:
+                raise RuntimeError(f"{len(bad)} simulation(s) failed (see {log}): " + "; ".join(bad[:3]))
+            times.update({k: res[str(workdir / config_id(k))]["time_per_epoch_s"] for k in group})
+    return times, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
-    def one(item: tuple[int, tuple[str, dict[str, Any]]]) -> tuple[str, float]:
-        i, (k, cfg) = item
-        child, out = simulate(cfg, Path(workdir) / str(i), log, timeout_s=timeout_s)
-        cpu.append(child.cpu_s)
-        return k, epoch_time(out)
 
-    with ThreadPoolExecutor(max(1, int(threads))) as pool:
-        times = dict(pool.map(one, enumerate(configs.items())))
-    return times, sum(cpu)
+def _run_job(job: tuple) -> dict[str, dict[str, Any]]:
+    return run_members(*job)
 
 
 def table(points: list[dict[str, Any]], times: dict[str, float]) -> pd.DataFrame:
@@ -291,7 +368,7 @@ def table(points: list[dict[str, Any]], times: dict[str, float]) -> pd.DataFrame
     rows = []
     for p in points:
         t = [times[k] for k in p["keys"]] if p.get("keys") else []
-        ratio = (t[0] / t[1] / (t[2] / t[3]) if len(t) == 4 else t[0] / t[1]) if t else math.nan
+        ratio = statistic(t) if t else math.nan
         rows.append({**{k: p.get(k, math.nan) for k in COLUMNS if k in p and k != "keys"},
                      "sim_a_s": t[0] if t else math.nan, "sim_b_s": t[1] if t else math.nan, "sim_ratio": ratio})
     return pd.DataFrame(rows).reindex(columns=[c for c in COLUMNS if c not in ("closed_form_scaled", "verdict",

@@ -17,6 +17,7 @@ own exit status); nothing is imported by the parent that starts threads or a Sim
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import signal
@@ -89,6 +90,10 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
         req = json.loads(line)
         _preload(req["config"])
         server = os.getpid()
+        # what the server holds is the child's too: out of the collector's sight, so that the child's
+        # collections do not write into every inherited object (copy-on-write of the whole heap: a
+        # short 16-node simulation took 0.61 s a run forked after it, 0.44 s with it)
+        gc.freeze()
         pid = os.fork()
         if pid == 0:  # the child: one run, its own session and output, its own exit status
             code = 1

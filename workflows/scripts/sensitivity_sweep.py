@@ -29,7 +29,9 @@ with tempfile.TemporaryDirectory() as tmp:
 frame = sweep.judge(sweep.table(points, times), {c["id"]: c["expect"] for c in chosen})
 frame.to_csv(sm.output[0], index=False)
 swept = frame[frame["agrees"] != ""]
+cf_rows = swept[swept["sensitivity_from"] == sweep.CLOSED_FORM]
 logging.info("\ndone: %d simulations, %.0f s wall, %.0f CPU-s in the simulations; %d of %d swept points agree with "
-             "the closed form; those that do not:\n%s", len(configs), time.perf_counter() - t0, cpu_s,
-             (swept["agrees"] == "yes").sum(), len(swept),
+             "the closed form (%d of %d of the rows whose sensitivity is the closed form's; the others' is these "
+             "simulations'); those that do not:\n%s", len(configs), time.perf_counter() - t0, cpu_s,
+             (swept["agrees"] == "yes").sum(), len(swept), (cf_rows["agrees"] == "yes").sum(), len(cf_rows),
              swept[swept["agrees"] == "no"].drop(columns=["note", "label"]).to_string(index=False))

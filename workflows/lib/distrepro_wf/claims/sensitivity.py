@@ -11,6 +11,10 @@ re-evaluated over each range, one parameter at a time, the others at their nomin
 2. the simulated result is scaled by ``r(p) / r0`` (the closed form scaled to agree with the
    simulation at the nominal point: op costs and contention the closed form lacks stay as
    simulated), its interval too, and judged again (:func:`distrepro_wf.claims.evaluate.verdict`);
+   where the closed form does not model the setting (:func:`distrepro_wf.claims.closedform.unmodelled`:
+   other jobs' bursts on racks), the factor at each range end is the simulator's own, from short
+   runs there (:mod:`distrepro_wf.claims.simends`, rule ``sensitivity_points``), and the closed form
+   only shapes the way between the nominal value and the end (:func:`scaling`);
 3. where the verdict differs from the nominal one, the crossing is found by bisection:
    "flips when bandwidth efficiency passes 0.62".  A row whose verdict flips inside the ranges
    is shown at most **inconclusive** (never green, never a firm failure either), the reason says
@@ -31,8 +35,9 @@ cancel in ``r(p) / r0``; for a time-to-target claim this assumes the number of s
 target does not depend on timing (true of the synchronous methods; an asynchronous method's
 staleness does depend on it).  The tornado figure (:func:`distrepro_wf.report.plots.tornado`) draws
 each parameter's lowest and highest scaled ratio against the pass region.  Cheap: closed forms
-only, milliseconds a claim; a sweep of short simulations over the same ranges would be a
-``studies`` target.
+only, milliseconds a claim, where the closed form models the setting (its agreement with the
+simulator at every range end: ``tests/test_closedform_vs_sim_claims.py`` and the
+``sensitivity_sweep`` benchmark, a ``studies`` target).
 """
 
 from __future__ import annotations

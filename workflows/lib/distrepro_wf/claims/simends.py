@@ -48,7 +48,9 @@ COLUMNS = ["config", "status", "time_per_epoch_s", "reason"]
 
 def unmodelled(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str) -> str | None:
     """Why the closed form does not model a claim row's setting (any side's, the control's too),
-    or None."""
+    or None; None for a row that is no ratio of two sides (nothing to scale)."""
+    if "b" not in c or c["compare"] not in ("ratio", "ratio_vs_control"):
+        return None
     for s in sweep.sides(c, config, nodes, straggler):
         p = sensitivity.nominal_point(config, s.experiment, s.nodes, s.straggler)
         why = cf.unmodelled(p) if p is not None else None

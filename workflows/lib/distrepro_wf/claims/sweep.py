@@ -74,8 +74,11 @@ EPOCHS = 2  # the whole run's time per epoch is read (both epochs: see the modul
 TTA_NOT_SWEPT = ("not swept: a time to target is the steps to the target (a whole run's learning curve, which a "
                  "short run does not have; an asynchronous method's depends on timing) times the step time; the "
                  "step time is swept by the same experiment's per-epoch claims")
-COLUMNS = ["claim", "experiment", "nodes", "straggler", "parameter", "label", "end", "value", "sim_a_s", "sim_b_s",
-           "sim_ratio", "closed_form_ratio", "closed_form_scaled", "verdict", "closed_form_verdict", "agrees", "note"]
+COLUMNS = ["claim", "experiment", "nodes", "straggler", "sensitivity_from", "parameter", "label", "end", "value",
+           "sim_a_s", "sim_b_s", "sim_ratio", "closed_form_ratio", "closed_form_scaled", "verdict", "closed_form_verdict",
+           "agrees", "note"]
+#: where a row's sensitivity in the claims table comes from (column ``sensitivity_from``)
+CLOSED_FORM, SIMULATED_ENDS = "closed form", "simulated ends"
 
 
 class NotSwept(Exception):
@@ -229,9 +232,13 @@ def plan(claims: Iterable[dict[str, Any]], config: dict[str, Any], steps: int = 
     """(points, configs): one point per claim row x (nominal, each range's low and high end)
     (:func:`row_points`), each with its sides' config keys (None: not swept, ``note`` says why) and
     the closed form's ratio there; ``configs``: every distinct config to simulate, by key."""
+    from .simends import unmodelled  # noqa: PLC0415  (simends builds on this module)
+
     points, configs = [], {}
     for c, n, st in simulated_speed_rows(claims, config):
+        source = SIMULATED_ENDS if c["metric"] != "time_to_target_s" and unmodelled(c, config, n, st) else CLOSED_FORM
         for p in row_points(c, config, n, st, steps, epochs):
+            p["sensitivity_from"] = source
             cfgs = p.pop("cfgs")
             p["keys"] = None if cfgs is None else [key(x) for x in cfgs]
             configs.update({k: x for k, x in zip(p["keys"] or [], cfgs or [])})

@@ -1,6 +1,7 @@
 """What a simulated run pays besides its simulation (issue 33: a plan's 64-node crossover maps
 within its time budget): the fork server builds a paper model's layout once, not once per run;
-the ranks of one simulation parse the stand-in's data once, not once each; and a launch's end is
+the ranks of one simulation parse the stand-in's data once, not once each (and build a finite-sum
+problem once); the server hides its heap from its children's collector; and a launch's end is
 seen when it comes, not at the next poll.  None of it changes a simulated number
 (``tests/test_sim_runs.py``, ``tests/test_plan.py`` pin them)."""
 
@@ -55,6 +56,58 @@ def test_the_digits_are_parsed_once_per_process_and_each_caller_gets_its_own_arr
     assert b.shape == (1797, 65) and b[:, :64].max() == 16.0 and a[:, :64].max() == 1.0
     x1, x2 = d.digits().train.tensors[0], d.digits().train.tensors[0]
     assert float(x1.max()) == 1.0 and bool((x1 == x2).all())
+
+
+def test_the_finite_sum_problem_is_built_once_per_process():
+    """Every rank of a simulation builds the same problem from ``data_seed``: 16 ranks each
+    building a 4096-component quadratic took 40 % of a short 16-node simulation (issue 31's
+    simulated range ends).  Built once a process, the numbers the ones the recipe gives."""
+    import torch
+
+    from impls.tasks import TASKS
+    from impls.tasks import finite_sum as fs
+
+    fs._problem.cache_clear()
+    cfg = fs.FiniteSumConfig(n=256, dim=6, condition=5, spread=0.3)
+    a, b = (TASKS.get("finite_sum")(cfg, None, torch.device("cpu")) for _ in range(2))
+    a.build_data()
+    b.build_data()
+    assert a.A is b.A and a.x_star is b.x_star and fs._problem.cache_info().misses == 1
+    fresh = fs._problem.__wrapped__(*fs.astuple(cfg))  # the recipe itself, uncached
+    assert torch.equal(a.A, fresh["A"]) and torch.equal(a.b, fresh["b"]) and a.f_star == fresh["f_star"]
+    other = TASKS.get("finite_sum")(fs.FiniteSumConfig(n=256, dim=6, condition=5, spread=0.3, data_seed=1), None,
+                                    torch.device("cpu"))
+    other.build_data()
+    assert not torch.equal(other.A, a.A) and fs._problem.cache_info().misses == 2
+
+
+def test_the_fork_server_hides_its_heap_from_the_childrens_collector(tmp_path, monkeypatch):
+    """The server holds torch, SimGrid and the registries; a forked run that collects garbage
+    would write into every inherited object and copy the whole heap page by page (a short
+    16-node run took 0.61 s, 0.44 s with the heap frozen).  So the server freezes it right before
+    each fork (``gc.freeze``), and the run still completes."""
+    import gc
+    import io
+    import os
+
+    from impls.sim import __main__ as server
+
+    cfg = tmp_path / "run.json"
+    cfg.write_text(json.dumps(make_config("allreduce_sgd", 2, backend="simgrid", platform="ethernet_10g",
+                                          profile={"name": "fixed", "step_ms": 10})))
+    frozen, real_fork = [], os.fork
+    monkeypatch.setattr(os, "fork", lambda: frozen.append(gc.get_freeze_count()) or real_fork())
+    gc.unfreeze()
+    out = io.StringIO()
+    try:
+        server.serve(io.StringIO(json.dumps({"config": str(cfg), "out": str(tmp_path / "out"),
+                                             "log": str(tmp_path / "log")}) + "\n"), out)
+    finally:
+        gc.unfreeze()
+    replies = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert replies[-1] == {"rc": 0}, (tmp_path / "log").read_text()[-2000:]
+    assert len(frozen) == 1 and frozen[0] > 10_000  # the server's objects, torch's among them
+    assert (tmp_path / "out" / "metrics" / "rank0.jsonl").exists()
 
 
 def test_a_launch_is_seen_to_end_when_it_ends_not_at_the_next_poll():

@@ -14,12 +14,13 @@ logging.basicConfig(filename=sm.log[0], filemode="w", level=logging.INFO, format
 config = dict(sm.params.config)
 published = wfpublished.load(config)
 runs, failed = claims.read_tables(Path("results/tables"), list(sm.params.experiments))
-sim_times = simends.read_times(sm.input.sensitivity_points)  # the rows the closed form does not model
-results = claims.evaluate(published, config, runs, failed, sim_times)
+# the simulated range ends of the rows the closed form does not model
+sim_ends = simends.all_ends(published.claims, config, simends.read_times(sm.input.sensitivity_points))
+results = claims.evaluate(published, config, runs, failed, sim_ends)
 summary = claims.summarize(results)
 # the three tables, then their checksums (checked before the next invocation's jobs)
 tables = {"claims": results, "claims_summary": summary,
-          "sensitivity": claims.sensitivity_table(published, config, results, runs, sim_times)}
+          "sensitivity": claims.sensitivity_table(published, config, results, runs, sim_ends)}
 write_derived(tables, Path(sm.output.manifest).parent)  # = results/tables: sm.output.claims etc.
 for out in sm.output.per_paper:
     write_atomic(results[results["paper"] == Path(out).stem], Path(out))

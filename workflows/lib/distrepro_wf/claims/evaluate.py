@@ -759,13 +759,13 @@ def _censored_row(c: dict[str, Any], config: dict[str, Any], runs: dict[str, pd.
 
 
 def evaluate(published: Published, config: dict[str, Any], runs: dict[str, pd.DataFrame],
-             failed: dict[str, pd.DataFrame] | None = None, sim_times: dict[str, Any] | None = None) -> pd.DataFrame:
-    """One row per (claim, setting); see the module docstring for the statuses.  ``sim_times``:
-    the short runs of rule ``sensitivity_points`` (:func:`distrepro_wf.claims.simends.read_times`),
-    the sensitivity of the rows the closed form does not model."""
+             failed: dict[str, pd.DataFrame] | None = None, sim_ends: dict[tuple, Any] | None = None) -> pd.DataFrame:
+    """One row per (claim, setting); see the module docstring for the statuses.  ``sim_ends``:
+    {(claim, nodes, straggler): simulated range ends} of the rows the closed form does not model
+    (:func:`distrepro_wf.claims.simends.all_ends`, from the short runs of rule ``sensitivity_points``)."""
     rows = []
     for c in published.claims:
-        rows.extend(label_row(c, config, r, sim_times) for r in evaluate_claim(c, config, runs, failed or {},
+        rows.extend(label_row(c, config, r, sim_ends) for r in evaluate_claim(c, config, runs, failed or {},
                                                                               published.not_configured))
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -819,7 +819,7 @@ def fitted_sources(c: dict[str, Any], config: dict[str, Any]) -> list[str]:
 
 
 def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any],
-              sim_times: dict[str, Any] | None = None) -> dict[str, Any]:
+              sim_ends: dict[tuple, Any] | None = None) -> dict[str, Any]:
     """Say what a row is (issue 24): ``runs_on`` real or simulated; a speed row's ``speed_result``
     "measured (real ranks: gloo, 1 host)" or "predicted (simulated: platform ..., profile ...)";
     a simulated speed ratio's ``closed_form`` (:mod:`distrepro_wf.claims.closedform`) and
@@ -829,7 +829,7 @@ def label_row(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any],
     ``published_fitted`` and not shown as the published value.  Then the row gets its size verdict
     (:func:`distrepro_wf.claims.size.judge`; against the derived expectation where the claim has one)
     and a harness check that does not pass fails (:func:`harness_verdict`)."""
-    row, res = _label(c, config, row, sim_times)
+    row, res = _label(c, config, row, sim_ends)
     row.update(size.judge(row, c, res.tornado if res is not None else None))
     if c.get("harness"):
         row = harness_verdict(c, row)
@@ -879,7 +879,7 @@ def _harness_direction(c: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]
 
 
 def _label(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any],
-           sim_times: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+           sim_ends: dict[tuple, Any] | None = None) -> tuple[dict[str, Any], Any]:
     """:func:`label_row` up to the sensitivity: (row, the sensitivity's Result or None)."""
     gate = row.pop(GATE, None)
     where, how = runs_on(config, c["experiment"])
@@ -899,7 +899,7 @@ def _label(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any],
 
     ctl = _control_setting(c, config, int(row["nodes"]), str(row["straggler"])) if c.get("control") else None
     res = sensitivity.analyse(row, c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl, gate,
-                              _ends(c, config, row, sim_times))
+                              _ends(c, config, row, sim_ends))
     scenarios = [x for x in (res.scenarios if res is not None else "", gate.scenarios if gate is not None else "") if x]
     row["scenarios"] = "; ".join(scenarios)
     if res is None:
@@ -971,15 +971,13 @@ SENSITIVITY_COLUMNS = ["claim", "nodes", "straggler", "measured", "closed_form",
                        "gate_statistic", "reason", "kind"]
 
 
-def _ends(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any], sim_times: dict[str, Any] | None) -> Any:
-    """The row's simulated range ends (:func:`distrepro_wf.claims.simends.ends`), or None."""
-    from . import simends  # noqa: PLC0415
-
-    return simends.ends(c, config, int(row["nodes"]), str(row["straggler"]), sim_times)
+def _ends(c: dict[str, Any], config: dict[str, Any], row: dict[str, Any], sim_ends: dict[tuple, Any] | None) -> Any:
+    """The row's simulated range ends (:func:`distrepro_wf.claims.simends.all_ends`), or None."""
+    return (sim_ends or {}).get((c["id"], int(row["nodes"]), str(row["straggler"])))
 
 
 def sensitivity_table(published: Published, config: dict[str, Any], results: pd.DataFrame,
-                      runs: dict[str, pd.DataFrame] | None = None, sim_times: dict[str, Any] | None = None
+                      runs: dict[str, pd.DataFrame] | None = None, sim_ends: dict[tuple, Any] | None = None
                       ) -> pd.DataFrame:
     """The tornado figures' data: every simulated speed row of ``results`` (claims.csv) with a
     sensitivity analysis, each parameter's range and the scaled statistic at its ends
@@ -1000,7 +998,7 @@ def sensitivity_table(published: Published, config: dict[str, Any], results: pd.
                              str(r["straggler"]))[1]
         ctl = _control_setting(c, config, int(r["nodes"]), str(r["straggler"])) if c.get("control") else None
         res = sensitivity.analyse(r.to_dict(), c, config, lambda lo, hi: verdict(lo, hi, c["expect"]), ctl, gate,
-                                  _ends(c, config, r.to_dict(), sim_times))
+                                  _ends(c, config, r.to_dict(), sim_ends))
         for t in res.tornado if res else []:
             rows.append({"claim": r["claim"], "nodes": int(r["nodes"]), "straggler": r["straggler"],
                          "measured": r["measured"], "closed_form": res.closed_form, "pass_low": r["pass_low"],

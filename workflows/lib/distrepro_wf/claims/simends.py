@@ -24,8 +24,9 @@ simulator at the range ends), the sensitivity comes from the model that made the
    simulation at the end (:func:`distrepro_wf.claims.sensitivity.analyse`).
 
 A run that failed is no number: the row's sensitivity names it and is "not evaluated" for that
-range.  Cost: the default config's ``adpsgd_sim`` rows, 72 short simulations of 16 nodes, about
-75 CPU-s (README: the default reproduction's wall time).
+range.  Cost: the default config's ``adpsgd_sim`` rows, 72 short simulations of 16 nodes in two
+jobs, 68 s of job time in a default reproduction (a short AR-SGD run 1.6 s, AD-PSGD 0.4 s).
+Gate shares (:func:`distrepro_wf.claims.sensitivity.gates`) are still scaled by the closed form.
 """
 
 from __future__ import annotations
@@ -46,24 +47,11 @@ ROOT = Path("results/sensitivity")
 COLUMNS = ["config", "status", "time_per_epoch_s", "reason"]
 
 
-def unmodelled(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str) -> str | None:
-    """Why the closed form does not model a claim row's setting (any side's, the control's too),
-    or None; None for a row that is no ratio of two sides (nothing to scale)."""
-    if "b" not in c or c["compare"] not in ("ratio", "ratio_vs_control"):
-        return None
-    for s in sweep.sides(c, config, nodes, straggler):
-        p = sensitivity.nominal_point(config, s.experiment, s.nodes, s.straggler)
-        why = cf.unmodelled(p) if p is not None else None
-        if why:
-            return why
-    return None
-
-
 def rows(claims: Iterable[dict[str, Any]], config: dict[str, Any]) -> list[tuple[dict[str, Any], int, str]]:
     """(claim, nodes, straggler) of every simulated per-epoch speed claim row the closed form does
     not model (a time-to-target row is not scaled: :data:`distrepro_wf.claims.sweep.TTA_NOT_SWEPT`)."""
     return [(c, n, st) for c, n, st in sweep.simulated_speed_rows(claims, config)
-            if c["metric"] != "time_to_target_s" and unmodelled(c, config, n, st)]
+            if c["metric"] != "time_to_target_s" and sweep.unmodelled(c, config, n, st)]
 
 
 def plan(claims: Iterable[dict[str, Any]], config: dict[str, Any]) -> tuple[dict[tuple, list], dict[str, dict]]:
@@ -98,6 +86,18 @@ def run_group(members: dict[str, dict[str, Any]], out_csv: Path, launch: Path, l
     return frame
 
 
+def all_ends(claims: Iterable[dict[str, Any]], config: dict[str, Any],
+             times: dict[str, float | str] | None) -> dict[tuple[str, int, str], Ends]:
+    """{(claim id, nodes, straggler): :func:`ends`} of every row the closed form does not model
+    (what rule ``compare`` hands :func:`distrepro_wf.claims.evaluate.evaluate`)."""
+    out = {}
+    for c, n, st in rows(claims, config):
+        e = ends(c, config, n, st, times)
+        if e is not None:
+            out[(c["id"], int(n), str(st))] = e
+    return out
+
+
 def read_times(paths: Iterable[str | Path]) -> dict[str, float | str]:
     """{config id: simulated time per epoch, or the reason its run failed (a str)} from the jobs'
     tables."""
@@ -125,7 +125,7 @@ def ends(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str,
     closed form models the row (or no simulated times were given)."""
     if times is None or c["metric"] == "time_to_target_s":
         return None
-    why = unmodelled(c, config, nodes, straggler)
+    why = sweep.unmodelled(c, config, nodes, straggler)
     if not why:
         return None
 

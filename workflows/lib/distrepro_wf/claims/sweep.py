@@ -126,6 +126,19 @@ def sides(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str)
             for e, n, st in settings for sel in (c["a"], c["b"])]
 
 
+def unmodelled(c: dict[str, Any], config: dict[str, Any], nodes: int, straggler: str) -> str | None:
+    """Why the closed form does not model a claim row's setting (any side's, the control's too),
+    or None; None for a row that is no ratio of two sides (nothing to scale)."""
+    if "b" not in c or c["compare"] not in ("ratio", "ratio_vs_control"):
+        return None
+    for s in sides(c, config, nodes, straggler):
+        p = sensitivity.nominal_point(config, s.experiment, s.nodes, s.straggler)
+        why = cf.unmodelled(p) if p is not None else None
+        if why:
+            return why
+    return None
+
+
 def short_config(config: dict[str, Any], side: Side, steps: int = STEPS, epochs: int = EPOCHS) -> dict[str, Any]:
     """The side's run config (seed 1) as the pipeline builds it, cut to ``epochs`` of ``steps``."""
     cfg = wfconfig.run_config(config, wfconfig.Run(side.experiment, side.method, side.nodes, side.straggler, 1))
@@ -232,8 +245,6 @@ def plan(claims: Iterable[dict[str, Any]], config: dict[str, Any], steps: int = 
     """(points, configs): one point per claim row x (nominal, each range's low and high end)
     (:func:`row_points`), each with its sides' config keys (None: not swept, ``note`` says why) and
     the closed form's ratio there; ``configs``: every distinct config to simulate, by key."""
-    from .simends import unmodelled  # noqa: PLC0415  (simends builds on this module)
-
     points, configs = [], {}
     for c, n, st in simulated_speed_rows(claims, config):
         source = SIMULATED_ENDS if c["metric"] != "time_to_target_s" and unmodelled(c, config, n, st) else CLOSED_FORM

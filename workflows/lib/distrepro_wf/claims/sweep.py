@@ -312,24 +312,14 @@ def config_id(k: str) -> str:
 
 def run_members(members: dict[str, dict[str, Any]], launch: Path, log: Path,
                 timeout_s: float = 600) -> dict[str, dict[str, Any]]:
-    """Simulate ``{run directory: config}`` (one node count) as the pipeline's train rule does
-    (:func:`distrepro_wf.pipeline.runs.execute_group`: one fork server, ``python -m impls.sim
-    --serve``, runs them one after another without a Python start-up each; a run already finished
-    with the same config is reused).  ``{run directory: {"status": "ok", "time_per_epoch_s": ...}
-    or {"status": "failed", "reason": ...}}``: a failed run is reported, never read."""
-    from ..pipeline.runs import execute_group, read_outcome, write_run_configs  # noqa: PLC0415
+    """Simulate ``{run directory: config}`` (one node count) through the train rule's launcher
+    (:func:`distrepro_wf.pipeline.runs.run_members`: one fork server, no Python start-up a run).
+    ``{run directory: {"status": "ok", "time_per_epoch_s": ...} or {"status": "failed", "reason":
+    ...}}``: a failed run is reported, never read."""
+    from ..pipeline import runs  # noqa: PLC0415
 
-    paths = write_run_configs(members)
-    if paths:
-        execute_group(paths, launch, log, {"timeout_s": timeout_s})
-    out = {}
-    for d in members:
-        o = read_outcome(Path(d)) if Path(d, "outcome.json").exists() else {"status": "failed", "reason": "never ran"}
-        if o.get("status") == "ok":
-            out[d] = {"status": "ok", "time_per_epoch_s": epoch_time(Path(d) / "run")}
-        else:
-            out[d] = {"status": "failed", "reason": f"{o.get('kind', '')}: {o.get('reason', '')} ({d}/outcome.json)"}
-    return out
+    return {d: {"status": "ok", "time_per_epoch_s": epoch_time(Path(d) / "run")} if o["status"] == "ok" else o
+            for d, o in runs.run_members(members, launch, log, timeout_s).items()}
 
 
 def split(configs: dict[str, dict[str, Any]], parts: int) -> list[tuple[int, int, dict[str, dict[str, Any]]]]:

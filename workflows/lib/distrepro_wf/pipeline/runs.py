@@ -373,6 +373,23 @@ def write_run_configs(members: dict[str, dict[str, Any]]) -> list[Path]:
     return paths
 
 
+def run_members(members: dict[str, dict[str, Any]], launch: Path, log: Path,
+                timeout_s: float = 600) -> dict[str, dict[str, Any]]:
+    """Run ``{run directory: run config}`` (one node count) as rule train does (:func:`execute_group`:
+    a simulation is forked by one server; a run already finished with the same config is reused)
+    and give each member's outcome: ``{"status": "ok", ...}``, or ``{"status": "failed", "reason":
+    "<kind>: <why> (<dir>/outcome.json)"}`` (a member without an outcome "never ran")."""
+    paths = write_run_configs(members)
+    if paths:
+        execute_group(paths, launch, log, {"timeout_s": timeout_s})
+    out = {}
+    for d in members:
+        o = read_outcome(Path(d)) if Path(d, "outcome.json").exists() else {"status": "failed", "reason": "never ran"}
+        out[d] = o if o.get("status") == "ok" else {
+            "status": "failed", "reason": f"{o.get('kind', '')}: {o.get('reason', '')} ({d}/outcome.json)"}
+    return out
+
+
 def _retry_path(launch_path: str | Path) -> Path:
     return Path(launch_path).with_suffix(".retry.json")
 

@@ -39,22 +39,16 @@ def group(config: dict[str, Any], nodes: int, part: int, parts: int = PARTS) -> 
 def run_group(members: dict[str, dict[str, Any]], out_csv: Path, launch: Path, log: Path,
               timeout_s: float = 600) -> pd.DataFrame:
     """Run the members (module docstring) and write their rows to ``out_csv``."""
-    from ..pipeline.runs import execute_group, read_outcome, write_run_configs
+    from ..pipeline.runs import run_members
 
-    paths = write_run_configs(members)
-    if paths:
-        execute_group(paths, launch, log, {"timeout_s": timeout_s})
+    outcomes = run_members(members, launch, log, timeout_s)
     rows = []
     for d, cfg in members.items():
         key = {"method": cfg["method"], "nodes": cfg["nodes"], "nic_gbps": cfg["platform"]["nic_gbps"],
                "compute_ms": cfg["profile"]["step_ms"], "straggler": cfg["straggler_name"]}
-        out = read_outcome(Path(d)) if Path(d, "outcome.json").exists() else {"status": "failed",
-                                                                              "reason": "never ran"}
-        if out.get("status") == "ok":
-            rows.append(point_row(Path(d) / "run", key))
-        else:
-            rows.append({**key, "status": "failed", "reason": f"{out.get('kind', '')}: {out.get('reason', '')} "
-                                                               f"({d}/outcome.json)"})
+        out = outcomes[d]
+        rows.append(point_row(Path(d) / "run", key) if out["status"] == "ok"
+                    else {**key, "status": "failed", "reason": out["reason"]})
     frame = pd.DataFrame(rows).reindex(columns=POINT_COLUMNS)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out_csv, index=False)

@@ -139,6 +139,28 @@ def rendezvous(a):
     return run_actors(cfg, 3, main)
 
 
+def streams(a):
+    """``k`` all-reduces of ``size`` bytes issued at once (``async_op``), then a synchronous one of
+    the same size, on ``n`` ranks with ``collective_streams`` slots: when each ended (rank 0)."""
+    cfg = platform_config({"name": "ethernet_10g", "msg_efficiency": 1.0, "small_allreduce_bytes": 0,
+                           "collective_streams": a["streams"]})
+    n, k, size = a["n"], a["k"], a["size"]
+
+    def main(rank, world):
+        b = SimBackend(world, rank, list(range(n))).scaled(size / 4096)
+        ts = [torch.ones(1024) for _ in range(k + 1)]
+        hs = [b.all_reduce(t, async_op=True) for t in ts[:k]]
+        ends = []
+        for h in hs:
+            h.wait()
+            ends.append(_now())
+        b.all_reduce(ts[k])
+        ends.append(_now())
+        return {"ends": ends, "sums": [float(t[0]) for t in ts]}
+
+    return run_actors(cfg, n, main)[0]
+
+
 def deadlock(a):
     cfg = platform_config("ethernet_10g")
 

@@ -280,3 +280,28 @@ def test_the_workflow_check_parses_a_simulated_runs_platform_once(monkeypatch):
     pcfg, prof, hosts = check_sim_config(raw, res)
     assert len(calls) == 1 and pcfg is res.run.parsed["platform"] and prof is res.run.parsed["profile"]
     assert (pcfg.nic_gbps, hosts) == (10.0, 5)  # 4 workers and the server
+
+
+def test_a_ranks_collectives_queue_on_its_stream():
+    """All-reduces a rank issues at once run ``platform.collective_streams`` at a time, in the order
+    issued (NCCL's one stream per communicator: 1, the default; gloo's 2 worker threads: 2), and a
+    synchronous one waits behind them.  4 ranks, 3 asynchronous all-reduces of 8 MB then a synchronous
+    one, 10 GbE at line rate: a ring is ``T = 2 (n - 1) (alpha + S / (n beta))`` (within 5 %,
+    :func:`test_ring_allreduce_costs_alpha_beta`).  One stream: they end at T, 2T, 3T, 4T (measured
+    10.69, 21.38, 32.08, 42.77 ms); two: the first two share the links and end together near 2T
+    (21.08 ms: one ring's latency hidden behind the other's), the third alone T later, the
+    synchronous one (issued once they are waited for) T after that; the values are the same."""
+    n, size = 4, 8e6
+    cfg = platform_config({"name": "ethernet_10g", "msg_efficiency": 1.0})
+    a, b = alpha_beta(cfg)
+    ring = ring_allreduce_alpha_beta(size, n, a, b)
+    one = probe("streams", n=n, k=3, size=size, streams=1)
+    assert one["ends"] == pytest.approx([ring, 2 * ring, 3 * ring, 4 * ring], rel=0.05)
+    # one after another: each ring the same time, to the last digit but the float sums
+    gaps = [y - x for x, y in zip([0.0] + one["ends"], one["ends"])]
+    assert max(gaps) - min(gaps) < 1e-9 * ring
+    two = probe("streams", n=n, k=3, size=size, streams=2)
+    assert two["ends"][0] == pytest.approx(two["ends"][1], rel=1e-3) and two["ends"][1] > 1.5 * ring
+    assert two["ends"][3] == pytest.approx(one["ends"][3], rel=0.02)  # the same bytes over the same links
+    assert two["ends"][3] > two["ends"][2] > 1.01 * two["ends"][1]
+    assert one["sums"] == two["sums"] == [float(n)] * 4  # ones, summed over the ranks

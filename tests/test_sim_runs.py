@@ -113,8 +113,11 @@ def test_simulated_overlap_hides_the_closed_form_share(tmp_path):
     all-reduce of S bytes takes 2 alpha + S / beta.
     * overlap: bucket 0 is complete at 100 (1/3 + 2/3 x 330/2410) = 42.46 ms and all-reduced by
       54.42 ms, hidden; bucket 1 at 100 ms: the step is 100 + 0.1 + 74.7403 = 174.840 ms;
-    * after backward: both at 100 ms, sharing the links: 100 + 0.1 + 86.5979 = 186.698 ms."""
-    want = {True: 0.174840, False: 0.186698}
+    * after backward: both at 100 ms, all-reduced one after the other on the rank's stream (NCCL's
+      one: ``platform.collective_streams`` 1), each ring paying its own 2 alpha:
+      100 + 2 x 0.1 + 100 MB / beta = 100 + 0.2 + 86.5979 = 186.798 ms (concurrent, sharing the
+      links, they were 0.1 ms shorter: one ring's latency hidden behind the other's)."""
+    want = {True: 0.174840, False: 0.186798}
     for overlap, step_s in want.items():
         algo = {"name": "allreduce_sgd", "first_bucket_mb": 13.1, "bucket_mb": 100, "overlap_backward": overlap}
         cfg = sim_config(algo, 2, platform=ETH, profile={"name": "fixed", "step_ms": 100, "model_mb": 100},
@@ -129,7 +132,8 @@ def test_simulated_overlap_hides_the_closed_form_share(tmp_path):
                 assert x["time/step_s"] == pytest.approx(step_s, abs=2e-6), (overlap, x["time/step_s"])
     # a straggler (rank 1, factor 2: its forward and backward pass take 200 ms,
     # impls.runtime.straggler): with the overlap its bucket 1 is ready at 200 ms (the fast rank's
-    # reduce-scatter chunk arrived at 137 ms: the collectives' messages are eager), so its chunk
+    # reduce-scatter chunk left when bucket 0's all-reduce ended, at 96.6 ms, and arrived by 132 ms:
+    # the collectives' messages are eager), so its chunk
     # travels alone at 1.05 beta, then both all-gather chunks: every rank's step is
     # 200 + 0.1 + 86.3071 MB / 2 x (1 / 1.05 + 1) / beta = 273.061 ms (the overlap hides only
     # bucket 0, ready at 84.9 ms; tests/test_straggler_time.py has the closed forms);

@@ -513,6 +513,17 @@ class TorchSpec(BackendSpec):
     process_groups, default_value = ("gloo", "nccl"), "auto"
     run_values = ("auto", "gloo", "nccl")
     runs_on, time_kind, one_process, entry_module = "real", "wall clock", False, "impls.run"
+    #: the collectives one rank runs at once in one process group, the rest queued in the order
+    #: they were issued: NCCL runs a communicator's collectives one after another on its stream
+    #: (torch's ProcessGroupNCCL: one NCCL stream per device and group); gloo on 2 worker threads
+    #: (ProcessGroupGloo: ``threads = 2 x devices``, one device by default).  DDP's bucketed
+    #: all-reduces queue this way; the simulator's ``platform.collective_streams`` is the same fact
+    #: for the transport a simulated cluster runs (1: NCCL, the papers' GPU clusters)
+    collective_streams = {"gloo": 2, "nccl": 1}
+
+    def streams(self, kind: str, gpu: bool | None = None) -> int:
+        """:attr:`collective_streams` of the process group ``kind`` resolves to (:meth:`process_group`)."""
+        return self.collective_streams[self.process_group(kind, gpu)]
 
     def process_group(self, kind: str, gpu: bool | None = None) -> str:
         """``gloo`` or ``nccl`` for the request ``kind``; ``auto`` (or the registry name,

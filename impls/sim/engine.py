@@ -118,6 +118,7 @@ def run_actors(pcfg: Any, n: int, main: Callable[[int, Any], Any], seed: int = 0
     platform = build_platform(pcfg, n)
     world = World(platform.hosts, allreduce_algorithm, pcfg.small_allreduce_bytes)
     world.allreduce_efficiency = float(getattr(pcfg, "allreduce_efficiency", 1.0))
+    world.collective_streams = int(getattr(pcfg, "collective_streams", 1))
     outcome: dict[int, tuple[bool, Any]] = {}
 
     def body(rank: int) -> None:

@@ -16,7 +16,9 @@ from distrepro_wf.claims import sweep
 
 sm = snakemake  # noqa: F821
 log = sm.log[0]
-logging.basicConfig(filename=log, filemode="w", level=logging.INFO, format="%(asctime)s %(message)s")
+open(log, "w").close()
+# appending (O_APPEND): the launch groups' own logs are appended to the same file meanwhile
+logging.basicConfig(filename=log, filemode="a", level=logging.INFO, format="%(asctime)s %(message)s")
 spec = sb.bench_spec("sensitivity_sweep", sm.params.spec)
 config = dict(sm.params.config)
 chosen = sweep.chosen(spec["claims"], wfpublished.load(config).claims)  # checked when the workflow was read, too

@@ -173,6 +173,10 @@ class PlatformConfig:
     # TCP sockets' per-socket CPU cost), applied to every link's rate; the preset's nominal value with its
     # source (ethernet_10g: fitted, impls/sim/nominal.py), 1 where a preset has none
     msg_efficiency: float | None = field(default=None, metadata={"gt": 0, "max": 1})
+    # the collectives a rank runs at once in one process group, the others queued in the order
+    # issued (AR-SGD's buckets): 1, NCCL's one stream per communicator (the papers' clusters); a
+    # twin of real gloo ranks takes gloo's 2 (impls.backends.TorchSpec.collective_streams)
+    collective_streams: int = field(default=1, metadata={"min": 1})
 
     def validate(self, key: str) -> None:
         preset = PLATFORMS.get(self.name)

@@ -149,8 +149,12 @@ def sim_opcost(spec: Mapping[str, Any], measured: Any, link: Mapping[str, Any] |
 
 
 def star_platform(rate_mbit: float, latency_us: float) -> dict[str, Any]:
-    """The simulated twin of a testbed: its tbf rate and measured one-way latency."""
-    return {"name": "star", "nic_gbps": rate_mbit / 1e3, "latency_us": round(latency_us, 3)}
+    """The simulated twin of a testbed: its tbf rate and measured one-way latency, and the
+    collectives its gloo ranks run at once (:attr:`impls.backends.TorchSpec.collective_streams`)."""
+    from impls.backends import BACKENDS  # noqa: PLC0415
+
+    return {"name": "star", "nic_gbps": rate_mbit / 1e3, "latency_us": round(latency_us, 3),
+            "collective_streams": BACKENDS.get("torch")().streams("gloo")}
 
 
 def launch_groups(spec: Mapping[str, Any]) -> dict[tuple[float, int], list[tuple[str, int]]]:

@@ -53,8 +53,6 @@ import hashlib
 import json
 import math
 import os
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -340,23 +338,47 @@ def split(configs: dict[str, dict[str, Any]], parts: int) -> list[tuple[int, int
 def simulate_all(configs: dict[str, dict[str, Any]], workdir: str | os.PathLike, log: str | os.PathLike,
                  threads: int = 1, timeout_s: float = 600) -> tuple[dict[str, float], float]:
     """({key: simulated time per epoch}, CPU seconds of the simulations): the configs in launch
-    groups (:func:`split`), each group one fork server (:func:`run_members`), ``threads`` groups at
-    once (simulated times do not depend on the load); a failed simulation raises, so no partial
-    table is written."""
+    groups (:func:`split`), each group one fork server (:func:`run_members`) in a Python process of
+    its own (:func:`job_main`: the launcher installs signal handlers, a main thread's), ``threads``
+    groups at once (simulated times do not depend on the load); a failed simulation raises, so no
+    partial table is written.
+
+    The groups are plain child processes (``python -c``), not a :mod:`multiprocessing` pool: its
+    ``spawn`` start re-runs the caller's ``__main__``, and a Snakemake script's (rule
+    ``sensitivity_sweep``) reads the ``snakemake`` object only Snakemake defines."""
     import resource  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     workdir = Path(workdir)
     groups = split(configs, max(1, int(threads)))
-    jobs = [({str(workdir / config_id(k)): cfg for k, cfg in group.items()}, workdir / "launches" / f"n{n}.p{i}.json",
-             Path(f"{log}.n{n}.p{i}"), timeout_s) for n, i, group in groups]
+    jobs = []
+    for n, i, group in groups:
+        job = workdir / "launches" / f"n{n}.p{i}.job.json"
+        job.parent.mkdir(parents=True, exist_ok=True)
+        job.write_text(json.dumps({"members": {str(workdir / config_id(k)): cfg for k, cfg in group.items()},
+                                   "launch": str(workdir / "launches" / f"n{n}.p{i}.json"),
+                                   "log": f"{log}.n{n}.p{i}", "timeout_s": timeout_s}))
+        jobs.append(job)
+
+    def run(job: Path) -> dict[str, dict[str, Any]]:
+        cmd = [sys.executable, "-c", "import sys; from distrepro_wf.claims import sweep; sweep.job_main(sys.argv[1])",
+               str(job)]
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        out = job.with_suffix(".out.json")
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(f"launch group {job.name} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+        return json.loads(out.read_text())
+
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # processes, not threads: the launcher installs signal handlers (the main thread's)
-    with ProcessPoolExecutor(max(1, int(threads)), mp_context=multiprocessing.get_context("spawn")) as pool:
-        results = list(pool.map(_run_job, jobs))
+    with ThreadPoolExecutor(max(1, int(threads))) as pool:
+        results = list(pool.map(run, jobs))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     times: dict[str, float] = {}
     with open(log, "a") as f:  # the groups' own logs, one after another
-        for (members, _, lg, _), res, (_, _, group) in zip(jobs, results, groups):
+        for job, res, (_, _, group) in zip(jobs, results, groups):
+            lg = Path(json.loads(job.read_text())["log"])
             if lg.exists():
                 f.write(lg.read_text())
                 lg.unlink()
@@ -367,8 +389,18 @@ def simulate_all(configs: dict[str, dict[str, Any]], workdir: str | os.PathLike,
     return times, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def _run_job(job: tuple) -> dict[str, dict[str, Any]]:
-    return run_members(*job)
+def job_main(job: str) -> None:
+    """One launch group of :func:`simulate_all`, in its own process: ``<job>.json`` holds
+    :func:`run_members`' arguments, the outcomes go to ``<job>.out.json``; the process ends with
+    the sweep's (``PR_SET_PDEATHSIG``)."""
+    import signal  # noqa: PLC0415
+
+    from impls.runtime.procs import die_with_parent  # noqa: PLC0415
+
+    die_with_parent(signal.SIGTERM)
+    spec = json.loads(Path(job).read_text())
+    res = run_members(spec["members"], Path(spec["launch"]), Path(spec["log"]), float(spec["timeout_s"]))
+    Path(job).with_suffix(".out.json").write_text(json.dumps(res))
 
 
 def table(points: list[dict[str, Any]], times: dict[str, float]) -> pd.DataFrame:

@@ -97,6 +97,8 @@ def platform(plan: dict[str, Any], nic_gbps: float) -> dict[str, Any]:
     net = plan["network"]
     topo = net.get("topology", "star")
     spec = {"name": TOPOLOGIES[topo], "nic_gbps": float(nic_gbps), "latency_us": float(net.get("latency_us", 50.0))}
+    if "collective_streams" in net:  # the transport's (a probe's); else the platform's: NCCL's 1
+        spec["collective_streams"] = int(net["collective_streams"])
     for k, default in RACK_DEFAULTS.items():
         if k in net and topo != "racks":
             raise ConfigError(f"plan.network.{k}", f"only topology 'racks' has {k!r}, not {topo!r}")
@@ -241,6 +243,8 @@ def with_probe(plan: dict[str, Any]) -> dict[str, Any]:
             net.setdefault("latency_us", float(f"{max(0.0, doc['platform']['latency_us'] - overhead):.6g}"))
         net.setdefault("latency_us", doc["platform"]["latency_us"])
         net.setdefault("topology", doc["platform"].get("topology", "star"))
+        if "collective_streams" in doc["platform"]:  # the probed transport's (gloo 2, NCCL 1)
+            net.setdefault("collective_streams", doc["platform"]["collective_streams"])
     if not (out.get("network") or {}).get("nic_gbps"):
         raise ConfigError("plan.network.nic_gbps", "needed without plan.probe: the NIC rates (Gbit/s) to rank at")
     return out

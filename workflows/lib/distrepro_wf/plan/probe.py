@@ -90,10 +90,15 @@ def summarize(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], cluste
     ovh = max(f["overhead_s"] for f in pairs.values())
     steps = [float(r["seconds"]) * 1e3 for r in rows if r["kind"] == "step"]
     r6 = lambda x: float(f"{x:.6g}")  # noqa: E731
+    # the collectives a rank of the probed transport runs at once (gloo 2, NCCL 1): the plan's twin runs as many
+    from impls.backends import BACKENDS  # noqa: PLC0415
+
+    streams = BACKENDS.get("torch")().collective_streams.get(str(meta.get("backend", "")))
     return {
         "cluster": cluster,
         "platform": {"topology": "star", "nic_gbps": r6(rate * 8 / 1e9 / BANDWIDTH_FACTOR),
-                     "latency_us": r6(lat * 1e6), "overhead_us": r6(ovh * 1e6)},
+                     "latency_us": r6(lat * 1e6), "overhead_us": r6(ovh * 1e6),
+                     **({"collective_streams": streams} if streams else {})},
         "profile": {"step_ms": r6(statistics.median(steps)), "model_mb": r6(float(meta["model_mb"])),
                     **({"batch": int(meta["batch"])} if meta.get("batch") else {})},
         "measured": {

@@ -117,12 +117,15 @@ def test_a_plan_takes_its_platform_and_profile_from_a_probe(tmp_path):
     plan_checks.validate(cfg)
     plan = cfg["plan"]
     # the per-message overhead (30 us) is charged to each message's sender, the rest of the 38 us to the wire
+    # a gloo probe's plan simulates gloo's 2 collectives at once (impls.backends.TorchSpec.collective_streams)
+    assert META["backend"] == "gloo" and doc["platform"]["collective_streams"] == 2
     assert plan["network"] == {"nic_gbps": [doc["platform"]["nic_gbps"]], "latency_us": pytest.approx(8.0),
-                               "topology": "star"}
+                               "topology": "star", "collective_streams": 2}
     assert plan["model"]["step_ms"] == 115.0 and plan["model"]["model_mb"] == 97.5 and plan["model"]["batch"] == 32
     assert plan["model"]["msg_us"] == pytest.approx(30.0)
     run = wfplan.run_config(cfg, wfplan.points(cfg)[0])
     assert run["profile"]["msg_us"] == pytest.approx(30.0) and run["platform"]["latency_us"] == pytest.approx(8.0)
+    assert run["platform"]["collective_streams"] == 2
     # what the plan gives wins over the probe
     cfg = copy.deepcopy(PLAN)
     cfg["plan"].update(probe=str(out), network={"nic_gbps": [10, 25]})

@@ -118,7 +118,9 @@ software overhead and ``bw' = bw * efficiency * (1 - background)``):
       ``delta < D`` the replies share the link and the workers finish together, so their
       pushes share it too and the last lands ``C + delta + D + (n-1)(D - delta)`` after the
       replies, whichever is later (a slow worker's compute hides behind the others' pushes on
-      a busy link).  So ``T = replies + pushes + 2 alpha``: the two-phase
+      a busy link), and at least the server's ``n max(sigma, D)/k`` of receiving them one at a
+      time (each receive staged while its push is on the wire: where staging is slower than the
+      wire, the pushes wait for it).  So ``T = replies + pushes + 2 alpha``: the two-phase
       ``C + 2 (alpha + o + n B/bw')`` when staging is free (``delta = o``, ``a = 0``), and
       pipelined (``C_n + a + (n+1) delta + 2 D``) when staging is slower than the wire.
    4. ``ps_cyclic`` (fixed order, one push per worker per round): the server waits for each

@@ -118,7 +118,7 @@ rule bench_sim_paper_rows:
         "../scripts/bench_sim_paper_rows.py"
 
 
-# sensitivity_sweep.csv (target studies, not bench: ~320 short simulations): every simulated speed claim
+# sensitivity_sweep.csv (target studies, not bench: 332 short simulations, ~4 min on 2 cores): every simulated speed claim
 #   re-simulated at both ends of each range of distrepro_wf/claims/sensitivity.py, its verdict there against the
 #   closed form's (distrepro_wf/claims/sweep.py; settings benchmarks.sensitivity_sweep: simbench.DEFAULTS).
 from distrepro_wf.bench import simbench as _simbench

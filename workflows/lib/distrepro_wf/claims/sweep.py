@@ -42,7 +42,7 @@ metric in :data:`~distrepro_wf.claims.sensitivity.SPEED_METRICS`, at each of the
 A time-to-target claim is "not swept" (:data:`TTA_NOT_SWEPT`).  A short run is a synchronous
 method's steady state (OSGP's read at its steady steps); an asynchronous side's few-step epochs
 (AD-PSGD, ``ps_async``) may not be: its nominal row is there to be read against the claims table's value.  Cost: one short simulation per
-distinct (side, point): 316 simulations of 7-32 simulated nodes for the default config
+distinct (side, point): 332 simulations of 7-32 simulated nodes for the default config
 (README: rule ``sensitivity_sweep``), so it is part of ``studies``, not of the default run.
 """
 

@@ -339,54 +339,56 @@ def simulate_all(configs: dict[str, dict[str, Any]], workdir: str | os.PathLike,
                  threads: int = 1, timeout_s: float = 600) -> tuple[dict[str, float], float]:
     """({key: simulated time per epoch}, CPU seconds of the simulations): the configs in launch
     groups (:func:`split`), each group one fork server (:func:`run_members`) in a Python process of
-    its own (:func:`job_main`: the launcher installs signal handlers, a main thread's), ``threads``
-    groups at once (simulated times do not depend on the load); a failed simulation raises, so no
-    partial table is written.
+    its own (:func:`job_main`, through :func:`distrepro_wf.pipeline.child.run_child`: the launcher
+    installs signal handlers, a main thread's), ``threads`` groups at once (simulated times do not
+    depend on the load); a failed simulation raises, so no partial table is written.
 
     The groups are plain child processes (``python -c``), not a :mod:`multiprocessing` pool: its
     ``spawn`` start re-runs the caller's ``__main__``, and a Snakemake script's (rule
     ``sensitivity_sweep``) reads the ``snakemake`` object only Snakemake defines."""
-    import resource  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
-    workdir = Path(workdir)
+    from ..pipeline.child import run_child  # noqa: PLC0415
+
+    workdir, log = Path(workdir).resolve(), Path(log).resolve()  # the groups run in the repository
     groups = split(configs, max(1, int(threads)))
-    jobs = []
+    jobs = []  # (job file, the group's log)
     for n, i, group in groups:
-        job = workdir / "launches" / f"n{n}.p{i}.job.json"
+        job, lg = workdir / "launches" / f"n{n}.p{i}.job.json", Path(f"{log}.n{n}.p{i}")
         job.parent.mkdir(parents=True, exist_ok=True)
         job.write_text(json.dumps({"members": {str(workdir / config_id(k)): cfg for k, cfg in group.items()},
                                    "launch": str(workdir / "launches" / f"n{n}.p{i}.json"),
-                                   "log": f"{log}.n{n}.p{i}", "timeout_s": timeout_s}))
-        jobs.append(job)
+                                   "log": str(lg), "timeout_s": timeout_s}))
+        jobs.append((job, lg))
 
-    def run(job: Path) -> dict[str, dict[str, Any]]:
-        cmd = [sys.executable, "-c", "import sys; from distrepro_wf.claims import sweep; sweep.job_main(sys.argv[1])",
-               str(job)]
-        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    def run(job_log: tuple[Path, Path]) -> tuple[dict[str, dict[str, Any]], float]:
+        job, lg = job_log
+        members = len(json.loads(job.read_text())["members"])
+        child = run_child([sys.executable, "-c", "import sys; from distrepro_wf.claims import sweep; "
+                           "sweep.job_main(sys.argv[1])", job], lg, timeout_s * members + 60)
         out = job.with_suffix(".out.json")
-        if done.returncode != 0 or not out.exists():
-            raise RuntimeError(f"launch group {job.name} failed (exit {done.returncode}): {done.stderr[-2000:]}")
-        return json.loads(out.read_text())
+        if child.rc != 0 or not out.exists():
+            raise RuntimeError(f"launch group {job.name} failed (exit {child.rc}"
+                               f"{', timed out' if child.timed_out else ''}): see {log}")
+        return json.loads(out.read_text()), child.cpu_s
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with ThreadPoolExecutor(max(1, int(threads))) as pool:
-        results = list(pool.map(run, jobs))
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        with ThreadPoolExecutor(max(1, int(threads))) as pool:
+            results = list(pool.map(run, jobs))
+    finally:
+        with open(log, "a") as f:  # the groups' own logs, one after another
+            for _, lg in jobs:
+                if lg.exists():
+                    f.write(lg.read_text())
+                    lg.unlink()
     times: dict[str, float] = {}
-    with open(log, "a") as f:  # the groups' own logs, one after another
-        for job, res, (_, _, group) in zip(jobs, results, groups):
-            lg = Path(json.loads(job.read_text())["log"])
-            if lg.exists():
-                f.write(lg.read_text())
-                lg.unlink()
-            bad = [f"{d}: {r['reason']}" for d, r in res.items() if r["status"] != "ok"]
-            if bad:
-                raise RuntimeError(f"{len(bad)} simulation(s) failed (see {log}): " + "; ".join(bad[:3]))
-            times.update({k: res[str(workdir / config_id(k))]["time_per_epoch_s"] for k in group})
-    return times, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    for (res, _), (_, _, group) in zip(results, groups):
+        bad = [f"{d}: {r['reason']}" for d, r in res.items() if r["status"] != "ok"]
+        if bad:
+            raise RuntimeError(f"{len(bad)} simulation(s) failed (see {log}): " + "; ".join(bad[:3]))
+        times.update({k: res[str(workdir / config_id(k))]["time_per_epoch_s"] for k in group})
+    return times, sum(cpu for _, cpu in results)
 
 
 def job_main(job: str) -> None:

@@ -61,6 +61,7 @@ def _from_job(ranks: list[dict], job_id: str) -> None:
     assert sorted(r["slurm"]["task"] for r in ranks) == sorted(r["node_rank"] for r in ranks) == [0, 1], ranks
 
 
+@pytest.mark.timeout(1200)  # a hang guard: 111-158 s on 2 cores beside the main suite
 def test_probe_then_a_plan_on_it_verified_under_slurm(slurm, tmp_path):
     t0 = time.time()
     w = tmp_path / "cluster"
